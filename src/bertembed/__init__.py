@@ -1,0 +1,19 @@
+"""bertembed: fast, safe BERT input embeddings for CPU inference.
+
+Public names: :func:`bert_embeddings`, :class:`BertEmbeddings`,
+:func:`openmp_enabled`, :func:`max_threads`, :func:`show_config`.
+"""
+
+from ._api import bert_embeddings, max_threads, openmp_enabled
+from ._config import show_config
+from ._model import BertEmbeddings
+from ._version import __version__
+
+__all__ = [
+    "BertEmbeddings",
+    "__version__",
+    "bert_embeddings",
+    "max_threads",
+    "openmp_enabled",
+    "show_config",
+]

@@ -1,0 +1,180 @@
+"""Coercion and validation of inputs: everything the kernel must not see.
+
+Each function returns a normalised array (native byte order, C-contiguous,
+a dtype the kernel has a specialisation for) or raises TypeError,
+ValueError or IndexError with a message naming the argument.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from . import _kernel
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_I32 = np.dtype(np.int32)
+_I64 = np.dtype(np.int64)
+
+
+def as_ids(name: str, value: Any) -> np.ndarray:
+    """An integer array as given (any integer dtype); others are a TypeError."""
+    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    kind = arr.dtype.kind
+    if kind not in "iu":
+        if arr.size == 0 and not isinstance(value, np.ndarray) and kind == "f":
+            return arr.astype(np.int64)  # [] and [[]] come out as float64
+        raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
+    return arr
+
+
+def id_dtype(*arrays: np.ndarray | None) -> np.dtype:
+    """int32 when every id array is int32 already, else int64."""
+    if all(a is None or a.dtype == _I32 for a in arrays):
+        return _I32
+    return _I64
+
+
+def to_kernel_ids(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Native, C-contiguous, ``dtype`` (int32/int64); values already range-checked."""
+    if arr.dtype == dtype and arr.flags.c_contiguous:
+        return arr
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def _out_of_range(name: str, original: np.ndarray, flat_index: int, rows: int, table: str):
+    where = np.unravel_index(flat_index, original.shape)
+    pos = ", ".join(str(int(k)) for k in where)
+    return IndexError(
+        f"{name}[{pos}] = {int(original[where])} is out of range for {table} with {rows} rows"
+    )
+
+
+def ids_for_kernel(
+    name: str, original: np.ndarray, rows: int, table: str, dtype: np.dtype
+) -> np.ndarray:
+    """Range-check ``original`` (one pass) and return it as contiguous ``dtype``.
+
+    int32 and int64 arrays are checked as they are; other integer dtypes are
+    widened to int64 first. uint64 is checked before that cast, so an id such
+    as 2**64 - 1 is reported as itself, never wrapped to -1.
+    """
+    if original.size == 0:
+        return np.empty(original.shape, dtype)
+    if original.dtype.kind == "u" and original.dtype.itemsize == 8:
+        too_big = original >= rows
+        if too_big.any():
+            raise _out_of_range(name, original, int(np.argmax(too_big)), rows, table)
+    work = original.dtype if original.dtype in (_I32, _I64) else _I64
+    ids = to_kernel_ids(original, work)
+    i = _kernel.first_out_of_range(ids.reshape(-1), rows)
+    if i >= 0:
+        raise _out_of_range(name, original, i, rows, table)
+    return ids if ids.dtype == dtype else ids.astype(dtype)
+
+
+def as_table(name: str, value: Any) -> np.ndarray:
+    """A 2-D float32/float64 table, native and C-contiguous.
+
+    Lists and other non-arrays become float64. float16 arrays are widened to
+    float32. Any other dtype (integers, bool, complex, longdouble, object) is
+    a TypeError: converting them silently would hide a mistake.
+    """
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be a 2-D float array: {exc}") from None
+    dt = arr.dtype
+    if dt.kind == "f" and dt.itemsize == 2:
+        arr = arr.astype(np.float32)
+    elif dt.kind != "f" or dt.itemsize not in (4, 8):
+        raise TypeError(
+            f"{name} must be a float32 or float64 array, got dtype {dt} "
+            "(convert it with .astype(np.float32) or .astype(np.float64))"
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (rows, hidden), got shape {arr.shape}")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} has hidden size 0, shape {arr.shape}")
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    return arr
+
+
+def as_ln_params(
+    weight: Any, bias: Any, hidden: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """LayerNorm weight and bias as float64 (H,) arrays, or None for no LayerNorm."""
+    if weight is None and bias is None:
+        return None
+    if weight is None or bias is None:
+        raise ValueError("ln_weight and ln_bias must be given together (both or neither)")
+    out = []
+    for name, value in (("ln_weight", weight), ("ln_bias", bias)):
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "fiu" or arr.dtype.kind == "b":
+            raise TypeError(f"{name} must be a float array, got dtype {arr.dtype}")
+        if arr.shape != (hidden,):
+            raise ValueError(f"{name} must have shape ({hidden},), got shape {arr.shape}")
+        out.append(np.ascontiguousarray(arr, dtype=np.float64))
+    return out[0], out[1]
+
+
+def as_eps(value: Any) -> float:
+    """``ln_eps`` as a finite positive float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"ln_eps must be a real number, got {type(value).__name__}")
+    eps = float(value)
+    if not (np.isfinite(eps) and eps > 0.0):
+        raise ValueError(f"ln_eps must be a finite positive number, got {value!r}")
+    return eps
+
+
+def as_result_dtype(dtype: Any, default: np.dtype) -> np.dtype:
+    """The result dtype: float32 or float64."""
+    if dtype is None:
+        return default
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
+    if dt not in FLOATS:
+        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def as_num_threads(value: Any) -> int | None:
+    """None (automatic) or a positive int."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"num_threads must be a positive int or None, got {value!r}")
+    n = int(value)
+    if n <= 0:
+        raise ValueError(f"num_threads must be a positive int or None, got {n}")
+    return n
+
+
+def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, inputs: list[Any]) -> None:
+    """``out`` must be a writable C-contiguous array of ``shape`` and ``dtype``
+    that shares no memory with any input."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, expected {shape}")
+    if out.dtype != dtype:
+        raise TypeError(f"out has dtype {out.dtype}, expected {dtype}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous")
+    for arr in inputs:
+        if isinstance(arr, np.ndarray) and np.may_share_memory(out, arr):
+            raise ValueError("out overlaps an input array; pass a separate buffer")
