@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _checks as C
-from . import _kernel
+from . import _fork, _kernel
 
 #: Below this many output elements (B * S * H) one thread is used: starting a
 #: parallel region costs more than it saves. Measured with
@@ -155,7 +155,7 @@ def embed_ids(
 
     rows = batch * seq
     nt = auto_threads(rows * hidden) if nthreads is None else nthreads
-    nt = min(nt, rows)
+    nt = 1 if _fork.serial_only() else min(nt, rows)
     result = out if out is not None else np.empty(shape, dtype)
     _kernel.embed(
         tk, pk, gk, t.tok, t.pos, seg_table, t.seg is not None,
