@@ -42,7 +42,7 @@ def _compiles(compiler, cflags: list[str], lflags: list[str]) -> bool:
         try:
             objs = compiler.compile([src], output_dir=tmp, extra_postargs=cflags)
             compiler.link_executable(objs, os.path.join(tmp, "probe"), extra_postargs=lflags)
-        except Exception:  # noqa: BLE001 - any failure means "no OpenMP"
+        except Exception:
             return False
     return True
 
