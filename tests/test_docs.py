@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["bertembed._api", "bertembed._model", "bertembed._config"]
+MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._pretrained"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -64,11 +64,82 @@ class BertEmbeddings:
     def from_pretrained(cls, path: str | os.PathLike[str], *, dtype: Any = None) -> BertEmbeddings:
         """Load the embedding layer of a Hugging Face BERT checkpoint.
 
-        See :func:`bertembed._pretrained.load` for what is accepted.
+        The safetensors file is memory-mapped read-only: float32 and float64
+        tables are views of the file, never copied (F16 and BF16 tables are
+        widened to float32 copies). Only NumPy is needed.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A model directory with ``config.json`` (for ``layer_norm_eps``) and
+            ``model.safetensors``, or a ``.safetensors`` file (``layer_norm_eps``
+            is then 1e-12).
+        dtype : {None, numpy.float32, numpy.float64}
+            Result dtype; None means the tables' dtype. The tables themselves
+            are never converted (float32 tables are summed in float64 for a
+            float64 result).
+
+        Returns
+        -------
+        BertEmbeddings
+            A layer with LayerNorm fused. Pickling it stores only `path` and
+            `dtype`; unpickling maps the file again.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError, KeyError, TypeError
+            A missing file, a truncated or malformed file, a missing tensor,
+            a table that is not a float tensor; each message names the file
+            (and the tensor).
+
+        Notes
+        -----
+        Tensor names are ``BertModel``'s (``embeddings.word_embeddings.weight``,
+        ``embeddings.position_embeddings.weight``,
+        ``embeddings.token_type_embeddings.weight``, ``embeddings.LayerNorm.weight``
+        and ``.bias``, or the old ``.gamma`` and ``.beta``), with or without a
+        prefix such as ``bert.``. Without a token-type table there is no
+        segment term. With the default position ids (0..S-1) the result equals
+        ``transformers.BertModel.from_pretrained(path).eval().embeddings``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from bertembed import BertEmbeddings
+        >>> layer = BertEmbeddings.from_pretrained("bert-base-uncased/")  # doctest: +SKIP
+        >>> layer.vocab_size, layer.hidden_size, layer.dtype  # doctest: +SKIP
+        (30522, 768, dtype('float32'))
+        >>> layer([[101, 7592, 2088, 102]], [[0, 0, 0, 0]]).shape  # doctest: +SKIP
+        (1, 4, 768)
         """
         from ._pretrained import load
 
         return load(cls, path, dtype=dtype)
+
+    def _fingerprint(self) -> tuple[int, int, int, int, bool, float]:
+        """What must not change between pickling and unpickling a loaded layer."""
+        return (
+            self.vocab_size, self.max_positions, self.type_vocab_size, self.hidden_size,
+            self.has_layer_norm, self._tables.eps,
+        )
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle a loaded layer as its checkpoint path, other layers as their tables.
+
+        A layer from :meth:`from_pretrained` pickles to a few hundred bytes
+        (path, dtype and a shape check) and maps the file again when unpickled,
+        so the file must exist at the same absolute path there. A layer built
+        from arrays pickles its validated tables.
+        """
+        if self._source is not None:
+            from ._pretrained import reopen
+
+            return reopen, (type(self), self._source, self._dtype.name, self._fingerprint())
+        t = self._tables
+        ln = (np.asarray(t.ln_weight), np.asarray(t.ln_bias)) if self.has_layer_norm else (None, None)
+        seg = None if t.seg is None else np.asarray(t.seg)
+        tables = (np.asarray(t.tok), np.asarray(t.pos), seg, *ln, t.eps)
+        return _rebuild, (type(self), tables, self._dtype.name)
 
     def __call__(
         self,
@@ -129,3 +200,9 @@ class BertEmbeddings:
             f"type_vocab_size={self.type_vocab_size}, hidden_size={self.hidden_size}, "
             f"dtype={self.dtype}, layer_norm={self.has_layer_norm})"
         )
+
+
+def _rebuild(cls: type[BertEmbeddings], tables: tuple[Any, ...], dtype: str) -> BertEmbeddings:
+    """Unpickle a layer built from arrays."""
+    tok, pos, seg, ln_weight, ln_bias, eps = tables
+    return cls(tok, pos, seg, ln_weight=ln_weight, ln_bias=ln_bias, ln_eps=eps, dtype=dtype)

@@ -220,24 +220,33 @@ class SafetensorsFile:
 
 
 def _find_prefix(st: SafetensorsFile) -> str:
-    """The prefix before ``embeddings.word_embeddings.weight`` (``""``, ``"bert."``...)."""
-    found = [
-        name[: -len(TOKEN)]
+    """The prefix of the embedding tensors' names (``""``, ``"bert."``, ...).
+
+    Any of the embedding tensors identifies it, so that a checkpoint missing
+    its token table is reported as missing ``<prefix>embeddings.word_embeddings.weight``.
+    """
+    suffixes = (TOKEN, POSITION, SEGMENT, *LN_WEIGHT, *LN_BIAS)
+    found = {
+        name[: -len(suffix)]
         for name in st.keys()
-        if name.endswith(TOKEN) and (name == TOKEN or name[: -len(TOKEN)].endswith("."))
-    ]
+        for suffix in suffixes
+        if name.endswith(suffix) and (name == suffix or name[: -len(suffix)].endswith("."))
+    }
     if not found:
         raise KeyError(
             f"{st.path}: no tensor {TOKEN!r} (nor 'bert.{TOKEN}' or any "
-            "'<prefix>." + TOKEN + "'): not a BERT checkpoint?"
+            f"'<prefix>.{TOKEN}'): not a BERT checkpoint?"
         )
     for prefix in _PREFERRED_PREFIXES:
         if prefix in found:
             return prefix
     if len(found) > 1:
-        names = ", ".join(repr(p + TOKEN) for p in sorted(found))
-        raise ValueError(f"{st.path}: several token tables ({names}); cannot tell which to use")
-    return found[0]
+        names = ", ".join(repr(p) for p in sorted(found))
+        raise ValueError(
+            f"{st.path}: embedding tensors under several prefixes ({names}); "
+            "cannot tell which model to load"
+        )
+    return found.pop()
 
 
 def _required(st: SafetensorsFile, prefix: str, names: tuple[str, ...]) -> np.ndarray:
