@@ -70,7 +70,8 @@ class BuildExt(build_ext):
 ext = Extension(
     "bertembed._kernel",
     ["src/bertembed/_kernel.pyx"],
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    include_dirs=["src/bertembed"],
+    depends=["src/bertembed/_omp.h", "src/bertembed/_rows.h", "src/bertembed/_ln32_body.h"],
 )
 
 setup(

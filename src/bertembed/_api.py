@@ -15,8 +15,24 @@ from . import _fork, _kernel
 #: ``benchmarks/threshold.py`` (see README, "Threads").
 PARALLEL_MIN_ELEMENTS = 1 << 16
 
+#: Results at least this big are written with non-temporal stores: they
+#: would not fit in cache anyway, and streaming them saves the read of every
+#: destination line. Measured with ``benchmarks/run.py`` (see README).
+STREAM_MIN_BYTES = 16 << 20
+
 _NO_LN = np.zeros(0, dtype=np.float64)
 _NO_LN.flags.writeable = False
+_NO_LN32 = np.zeros(0, dtype=np.float32)
+_NO_LN32.flags.writeable = False
+
+# The kernel's specialisations by (ids, token table, small tables, result)
+# dtype: looked up directly, which is cheaper than Cython's fused dispatch.
+_C_NAMES = {"int32": "int32_t", "int64": "int64_t", "float32": "float", "float64": "double"}
+_EMBED = {
+    tuple(np.dtype(n) for n in key): fn
+    for sig, fn in _kernel.embed.__signatures__.items()
+    for key in [tuple({v: k for k, v in _C_NAMES.items()}[part] for part in sig.split("|"))]
+}
 
 
 class Tables(NamedTuple):
@@ -27,6 +43,8 @@ class Tables(NamedTuple):
     seg: np.ndarray | None
     ln_weight: np.ndarray
     ln_bias: np.ndarray
+    ln_weight32: np.ndarray
+    ln_bias32: np.ndarray
     eps: float
 
     @property
@@ -60,7 +78,8 @@ def prepare_tables(
     ln = C.as_ln_params(ln_weight, ln_bias, hidden)
     eps = C.as_eps(ln_eps)
     w, b = ln if ln is not None else (_NO_LN, _NO_LN)
-    return Tables(tok, pos, seg, w, b, eps)
+    w32, b32 = (w.astype(np.float32), b.astype(np.float32)) if ln is not None else (_NO_LN32, _NO_LN32)
+    return Tables(tok, pos, seg, w, b, w32, b32, eps)
 
 
 @functools.lru_cache(maxsize=64)
@@ -157,9 +176,11 @@ def embed_ids(
     nt = auto_threads(rows * hidden) if nthreads is None else nthreads
     nt = 1 if _fork.serial_only() else min(nt, rows)
     result = out if out is not None else np.empty(shape, dtype)
-    _kernel.embed(
+    kernel = _EMBED[(kdt, t.tok.dtype, t.pos.dtype, result.dtype)]
+    kernel(
         tk, pk, gk, t.tok, t.pos, seg_table, t.seg is not None,
-        t.ln_weight, t.ln_bias, t.eps, result.reshape(rows, hidden), nt,
+        t.ln_weight, t.ln_bias, t.ln_weight32, t.ln_bias32, t.eps,
+        result.reshape(rows, hidden), nt, result.nbytes >= STREAM_MIN_BYTES,
     )
     return result
 

@@ -23,6 +23,7 @@ def config() -> dict[str, object]:
         "compiler": info["compiler"],
         "openmp": bool(_kernel.openmp_enabled()),
         "openmp_version": info["openmp_version"],
+        "row_kernel_isa": info["isa"],
         "max_threads": int(_kernel.max_threads()),
         "cpu_count": os.cpu_count(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),

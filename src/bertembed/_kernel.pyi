@@ -24,7 +24,10 @@ def embed(
     has_seg: bool,
     ln_weight: npt.NDArray[np.float64],
     ln_bias: npt.NDArray[np.float64],
+    ln_weight32: npt.NDArray[np.float32],
+    ln_bias32: npt.NDArray[np.float32],
     eps: float,
     out: _Table,
     num_threads: int,
+    stream: bool,
 ) -> None: ...

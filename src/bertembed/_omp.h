@@ -1,0 +1,43 @@
+/* OpenMP and build facts for bertembed._kernel, with serial fallbacks. */
+#ifndef BERTEMBED_OMP_H
+#define BERTEMBED_OMP_H
+
+#ifdef _OPENMP
+#include <omp.h>
+#define BE_OPENMP 1
+#define BE_OPENMP_VERSION _OPENMP
+static int be_max_threads(void) { return omp_get_max_threads(); }
+/* libgomp has had omp_pause_resource_all since GCC 9 while still reporting
+   _OPENMP 201511; LLVM's libomp reports 201811 or newer. MSVC's OpenMP 2.0
+   has no way to release its pool. */
+#if _OPENMP >= 201811 || (defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 9)
+static int be_release_threads(void) { return omp_pause_resource_all(omp_pause_hard); }
+#else
+static int be_release_threads(void) { return -1; }
+#endif
+#else
+#define BE_OPENMP 0
+#define BE_OPENMP_VERSION 0
+static int be_max_threads(void) { return 1; }
+static int be_release_threads(void) { return -1; }
+#endif
+
+#if defined(__clang__)
+#define BE_COMPILER "clang " __clang_version__
+#elif defined(__GNUC__)
+#define BE_COMPILER "gcc " __VERSION__
+#elif defined(_MSC_VER)
+#define BE_STR2(x) #x
+#define BE_STR(x) BE_STR2(x)
+#define BE_COMPILER "msvc " BE_STR(_MSC_VER)
+#else
+#define BE_COMPILER "unknown"
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define BE_PREFETCH(p) __builtin_prefetch((p), 0, 0)
+#else
+#define BE_PREFETCH(p) ((void)0)
+#endif
+
+#endif
