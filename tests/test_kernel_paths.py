@@ -1,0 +1,102 @@
+"""Every code path of the kernel gives the reference result: streaming
+stores, each row-kernel instruction set, odd widths, serial and parallel."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from reference import reference, tolerance
+
+import bertembed
+from bertembed import _api, _kernel, bert_embeddings
+
+
+@pytest.mark.parametrize("h", [1, 3, 7, 8, 9, 17, 64, 385])
+@pytest.mark.parametrize("rdt", [np.float32, np.float64])
+@pytest.mark.parametrize("ln", [False, True])
+def test_streaming_stores_match(monkeypatch, rng, h, rdt, ln):
+    """Force the non-temporal path on small results: odd widths make rows
+    start at every alignment, which the head/tail handling must get right."""
+    monkeypatch.setattr(_api, "STREAM_MIN_BYTES", 0)
+    tok = rng.standard_normal((40, h)).astype(np.float32)
+    pos = rng.standard_normal((12, h)).astype(np.float32)
+    seg = rng.standard_normal((2, h)).astype(np.float32)
+    ids, sids = rng.integers(0, 40, (5, 12)), rng.integers(0, 2, (5, 12))
+    kw = dict(ln_weight=rng.standard_normal(h), ln_bias=rng.standard_normal(h)) if ln else {}
+    for threads in (1, 2):
+        got = bert_embeddings(ids, sids, tok, pos, seg, dtype=rdt, num_threads=threads, **kw)
+        want = reference(ids, sids, tok, pos, seg, dtype=rdt, **kw)
+        np.testing.assert_allclose(got, want, **tolerance(np.float32))
+
+
+def test_large_result_uses_streaming_and_is_right(rng):
+    """A result above STREAM_MIN_BYTES, unpatched."""
+    h = 256
+    b, s = 4, 2 * _api.STREAM_MIN_BYTES // (4 * h * 8) + 1
+    tok, pos, seg = rng.standard_normal((100, h)), rng.standard_normal((s, h)), rng.standard_normal((2, h))
+    ids, sids = rng.integers(0, 100, (b, s)), rng.integers(0, 2, (b, s))
+    got = bert_embeddings(ids, sids, tok, pos, seg)
+    assert got.nbytes >= _api.STREAM_MIN_BYTES
+    np.testing.assert_array_equal(got, tok[ids] + pos[np.arange(s)] + seg[sids])
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, numpy as np, bertembed
+    from bertembed import _kernel
+    rng = np.random.default_rng(3)
+    h = int(sys.argv[2])
+    tok, pos, seg = (rng.standard_normal((n, h)).astype(np.float32) for n in (30, 9, 2))
+    w, b = rng.uniform(0.5, 2, h).astype(np.float32), rng.standard_normal(h).astype(np.float32)
+    ids, sids = rng.integers(0, 30, (4, 9)), rng.integers(0, 2, (4, 9))
+    out = bertembed.bert_embeddings(ids, sids, tok, pos, seg, ln_weight=w, ln_bias=b,
+                                    dtype=np.float32, num_threads=2)
+    np.save(sys.argv[1], out)
+    print(_kernel.build_info()["isa"])
+    """
+)
+
+
+@pytest.mark.parametrize("isa", ["baseline", "avx2", "avx512"])
+@pytest.mark.parametrize("h", [5, 384, 768])
+def test_each_row_kernel_isa(tmp_path, isa, h):
+    """BERTEMBED_ISA caps the instruction set; each one equals the reference."""
+    path = tmp_path / "out.npy"
+    env = dict(os.environ, BERTEMBED_ISA=isa)
+    res = subprocess.run([sys.executable, "-c", SCRIPT, str(path), str(h)], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    chosen = res.stdout.strip()
+    order = ["baseline", "avx2", "avx512"]
+    assert order.index(chosen) <= order.index(isa)  # never above the cap
+    rng = np.random.default_rng(3)
+    tok, pos, seg = (rng.standard_normal((n, h)).astype(np.float32) for n in (30, 9, 2))
+    w, b = rng.uniform(0.5, 2, h).astype(np.float32), rng.standard_normal(h).astype(np.float32)
+    ids, sids = rng.integers(0, 30, (4, 9)), rng.integers(0, 2, (4, 9))
+    want = reference(ids, sids, tok, pos, seg, ln_weight=w, ln_bias=b, dtype=np.float32)
+    np.testing.assert_allclose(np.load(path), want, **tolerance(np.float32))
+
+
+def test_build_info_names_the_isa():
+    info = _kernel.build_info()
+    assert info["isa"] in {"baseline", "avx2", "avx512"}
+    assert isinstance(info["compiler"], str) and info["compiler"]
+
+
+def test_auto_threads_follow_work_size(monkeypatch):
+    assert _api.auto_threads(_api.PARALLEL_MIN_ELEMENTS - 1) == 1
+    assert _api.auto_threads(_api.PARALLEL_MIN_ELEMENTS) == bertembed.max_threads()
+
+
+def test_first_out_of_range_scans_every_position():
+    for dt in (np.int32, np.int64):
+        ids = np.zeros(1000, dt)
+        assert _kernel.first_out_of_range(ids, 1) == -1
+        for where in (0, 1, 511, 999):
+            bad = ids.copy()
+            bad[where] = -1
+            assert _kernel.first_out_of_range(bad, 1) == where
+            bad[where] = 1
+            assert _kernel.first_out_of_range(bad, 1) == where
