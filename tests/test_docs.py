@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._pretrained"]
+MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._pretrained", "bertembed._cli"]
 
 
 @pytest.mark.parametrize("name", MODULES)
