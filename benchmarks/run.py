@@ -1,0 +1,91 @@
+"""Compare bertembed with NumPy, torch and ONNX Runtime; print medians and ratios.
+
+Usage::
+
+    python benchmarks/run.py [--repeats N] [--threads T] [--json FILE]
+                             [--cases SUBSTRING] [--peers a,b] [--no-memory]
+
+Every contender of a case is timed in the same run, interleaved; see
+``bertembed._bench`` and ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bertembed import _bench
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    print(f"\r[{done:>4}/{total}] {label:<40}", end="", file=sys.stderr, flush=True)
+    if done == total and label == "done":
+        print(file=sys.stderr)
+
+
+def _memory_table(reports: list[dict]) -> str:
+    lines = [f"peak extra memory of one call / result size (goal <= {_bench.PEAK_MEMORY_GOAL}x)"]
+    for r in reports:
+        rss = r.get("rss_ratio")
+        rss_text = f"{rss:.3f}x" if rss is not None else str(r.get("rss_error", "-"))
+        lines.append(
+            f"  {r['case']:<24} result {r['result_bytes'] / 2**20:8.2f} MiB  "
+            f"tracemalloc {r['ratio']:.3f}x  rss {rss_text}  "
+            f"{'met' if r['met'] else 'MISSED'}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its table.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Command-line arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit status.
+    """
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--repeats", type=int, default=15, help="timed samples per contender")
+    parser.add_argument("--threads", type=int, default=None, help="threads for every contender")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--cases", metavar="SUBSTRING", help="only cases whose name contains it")
+    parser.add_argument("--peers", help=f"comma-separated subset of {','.join(_bench.PEERS)}")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory check")
+    args = parser.parse_args(argv)
+
+    cases = [c for c in _bench.DEFAULT_CASES if not args.cases or args.cases in c.name]
+    if not cases:
+        parser.error(f"no case name contains {args.cases!r}")
+    peers = args.peers.split(",") if args.peers else None
+    results = _bench.run(
+        cases, repeats=args.repeats, threads=args.threads, peers=peers, progress=_progress
+    )
+    print(_bench.format_table(results))
+
+    memory = []
+    if not args.no_memory:
+        # One of each kind: fresh result, out= buffer, float32 + LayerNorm.
+        seen = set()
+        for case in cases:
+            kind = (case.dtype, case.layer_norm, case.out)
+            if kind not in seen:
+                seen.add(kind)
+                memory.append(_bench.peak_memory(case, threads=args.threads))
+        print()
+        print(_memory_table(memory))
+
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"results": results, "peak_memory": memory}, fh, indent=2)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

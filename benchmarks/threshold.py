@@ -1,0 +1,191 @@
+"""Where does a parallel region start to pay off?
+
+Times ``bert_embeddings`` with ``num_threads=1`` against ``num_threads=T``
+(default: ``bertembed.max_threads()``), interleaved, for growing results of
+B * S * H elements, float32 and float64, with and without LayerNorm, and
+prints the speed-up (1-thread median / T-thread median) and the crossover:
+the smallest size from which T threads are never slower. Compare it with
+``bertembed._api.PARALLEL_MIN_ELEMENTS``, below which the automatic thread
+choice uses one thread.
+
+Usage::
+
+    python benchmarks/threshold.py [--repeats N] [--threads T] [--hidden H]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import time
+from typing import Any
+
+from bertembed import _api, _bench, max_threads
+
+#: Result rows (B * S); S is at most 256 so that any row count fits BERT's 512 positions.
+ROWS = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048]
+#: Target length of one sample. Short samples make the minimum meaningful on
+#: a busy machine: some of them run without being preempted.
+SAMPLE_S = 0.001
+CONFIGS = [("float32", False), ("float32", True), ("float64", False), ("float64", True)]
+
+
+def _shape(rows: int) -> tuple[int, int]:
+    return (1, rows) if rows <= 256 else (rows // 256, 256)
+
+
+def _loops(fn: Any, target: float) -> int:
+    fn()
+    start = time.perf_counter()
+    fn()
+    return max(1, math.ceil(target / max(time.perf_counter() - start, 1e-9)))
+
+
+def _sample(fn: Any, loops: int) -> float:
+    start = time.perf_counter()
+    for _ in range(loops):
+        fn()
+    return (time.perf_counter() - start) / loops
+
+
+def measure(
+    repeats: int, threads: int, hidden: int
+) -> dict[tuple[str, bool], list[dict[str, Any]]]:
+    """Speed-ups of ``threads`` threads over one, per configuration and size.
+
+    All configurations and sizes are interleaved: each repeat visits every
+    (configuration, size) pair once, in a shuffled order, and times one
+    thread and ``threads`` threads back to back (which one first alternates),
+    so that a busy spell on the machine hits every pair alike.
+
+    Parameters
+    ----------
+    repeats : int
+        Samples per thread count, configuration and size.
+    threads : int
+        The parallel thread count.
+    hidden : int
+        H of the tables.
+
+    Returns
+    -------
+    dict
+        ``{(dtype, layer_norm): [{"elements", "rows", "t1", "tn", "speedup",
+        "speedup_min"}, ...]}`` by growing size, with median seconds per call.
+    """
+    cache: dict[Any, Any] = {}
+    calls = {}
+    for dtype, ln in CONFIGS:
+        for rows in ROWS:
+            batch, seq = _shape(rows)
+            case = _bench.Case("threshold", dtype, ln, batch, seq, H=hidden)
+            inputs = _bench.make_inputs(case, 0, cache)
+            for nt in (1, threads):
+                fn = _bench.bertembed_call(case, inputs, nt)
+                calls[(dtype, ln, rows, nt)] = (fn, _loops(fn, SAMPLE_S))
+    samples: dict[Any, list[float]] = {key: [] for key in calls}
+    pairs = [(dtype, ln, rows) for dtype, ln in CONFIGS for rows in ROWS]
+    rng = random.Random(0)
+    for r in range(repeats):
+        rng.shuffle(pairs)
+        for pair in pairs:
+            for nt in ((1, threads) if r % 2 == 0 else (threads, 1)):
+                fn, loops = calls[(*pair, nt)]
+                samples[(*pair, nt)].append(_sample(fn, loops))
+            time.sleep(_bench.GAP_S)
+        print(f"\r[{r + 1:>3}/{repeats}]", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    found: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    for dtype, ln in CONFIGS:
+        found[(dtype, ln)] = []
+        for rows in ROWS:
+            one, many = samples[(dtype, ln, rows, 1)], samples[(dtype, ln, rows, threads)]
+            found[(dtype, ln)].append({
+                "elements": rows * hidden,
+                "rows": rows,
+                "t1": statistics.median(one),
+                "tn": statistics.median(many),
+                "speedup": statistics.median(one) / statistics.median(many),
+                "speedup_min": min(one) / min(many),
+            })
+    return found
+
+
+def crossover(points: list[dict[str, Any]], key: str = "speedup") -> int | None:
+    """The smallest element count from which ``key`` stays >= 1, or None.
+
+    Parameters
+    ----------
+    points : list of dict
+        One configuration's measurements, by growing size.
+    key : str, default "speedup"
+
+    Returns
+    -------
+    int or None
+        None when T threads are slower even at the largest size.
+    """
+    best = None
+    for p in reversed(points):
+        if p[key] < 1.0:
+            break
+        best = p["elements"]
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure and print the crossover.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Command-line arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit status.
+    """
+    parser = argparse.ArgumentParser(description="1 thread vs T threads, by work size")
+    parser.add_argument("--repeats", type=int, default=41)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--hidden", type=int, default=768)
+    args = parser.parse_args(argv)
+    threads = args.threads or max_threads()
+    if threads < 2:
+        print("only one thread available: nothing to measure")
+        return 0
+    found = measure(args.repeats, threads, args.hidden)
+
+    names = [f"{d.replace('float', 'f')}{'+ln' if ln else ''}" for d, ln in CONFIGS]
+    print(f"speed-up of {threads} threads over 1 (median ratio; min-based in brackets), "
+          f"H={args.hidden}, {args.repeats} interleaved repeats")
+    print(f"{'elements':>9} {'rows':>5}  " + "  ".join(f"{n:>16}" for n in names))
+    for i, rows in enumerate(ROWS):
+        cells = []
+        for cfg in CONFIGS:
+            p = found[cfg][i]
+            cells.append(f"{p['speedup']:6.2f}x ({p['speedup_min']:5.2f}x)")
+        print(f"{rows * args.hidden:>9} {rows:>5}  " + "  ".join(f"{c:>16}" for c in cells))
+    print()
+    crossings = []
+    for name, cfg in zip(names, CONFIGS, strict=True):
+        med, low = crossover(found[cfg]), crossover(found[cfg], "speedup_min")
+        crossings.append(med)
+        print(f"crossover {name:>7}: median {med if med is not None else 'never'}, "
+              f"min-based {low if low is not None else 'never'} elements")
+    print(f"current PARALLEL_MIN_ELEMENTS = {_api.PARALLEL_MIN_ELEMENTS}")
+    if all(c is not None for c in crossings):
+        worst = max(c for c in crossings if c is not None)
+        print(f"never slower with threads from {worst} elements; the next power of two is "
+              f"{1 << (worst - 1).bit_length()}")
+    else:
+        print("threads were slower at every size for some configuration (a loaded machine?)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
