@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -96,11 +97,37 @@ def _zeros(n: int, dtype: np.dtype) -> np.ndarray:
     return arr
 
 
-def auto_threads(elements: int) -> int:
-    """The automatic thread count for a result of ``elements`` values."""
+class _InFlight:
+    """How many calls are computing right now (any thread)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> int:
+        with self.lock:
+            busy = self.count
+            self.count += 1
+        return busy
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.count -= 1
+
+
+_in_flight = _InFlight()
+
+
+def auto_threads(elements: int, busy: int = 0) -> int:
+    """The automatic thread count for a result of ``elements`` values.
+
+    One thread below ``PARALLEL_MIN_ELEMENTS``; otherwise the calling
+    thread's OpenMP maximum, shared with the ``busy`` calls already running
+    in other threads (so N concurrent requests never ask for N x T threads).
+    """
     if elements < PARALLEL_MIN_ELEMENTS:
         return 1
-    return max(1, _kernel.max_threads())
+    return max(1, _kernel.max_threads() // (1 + busy))
 
 
 def embed_ids(
@@ -173,15 +200,16 @@ def embed_ids(
         gk, seg_table = gk.reshape(batch, seq), t.seg
 
     rows = batch * seq
-    nt = auto_threads(rows * hidden) if nthreads is None else nthreads
-    nt = 1 if _fork.serial_only() else min(nt, rows)
     result = out if out is not None else np.empty(shape, dtype)
     kernel = _EMBED[(kdt, t.tok.dtype, t.pos.dtype, result.dtype)]
-    kernel(
-        tk, pk, gk, t.tok, t.pos, seg_table, t.seg is not None,
-        t.ln_weight, t.ln_bias, t.ln_weight32, t.ln_bias32, t.eps,
-        result.reshape(rows, hidden), nt, result.nbytes >= STREAM_MIN_BYTES,
-    )
+    with _in_flight as busy:
+        nt = auto_threads(rows * hidden, busy) if nthreads is None else nthreads
+        nt = 1 if _fork.serial_only() else min(nt, rows)
+        kernel(
+            tk, pk, gk, t.tok, t.pos, seg_table, t.seg is not None,
+            t.ln_weight, t.ln_bias, t.ln_weight32, t.ln_bias32, t.eps,
+            result.reshape(rows, hidden), nt, result.nbytes >= STREAM_MIN_BYTES,
+        )
     return result
 
 
