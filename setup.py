@@ -35,6 +35,10 @@ def _openmp_flags(compiler) -> tuple[list[str], list[str]]:
 
 
 def _compiles(compiler, cflags: list[str], lflags: list[str]) -> bool:
+    # The probe links like the extension will: with the user's CPPFLAGS and
+    # LDFLAGS (e.g. -I/-L of a Homebrew or pinned libomp on macOS).
+    cflags = [*os.environ.get("CPPFLAGS", "").split(), *cflags]
+    lflags = [*os.environ.get("LDFLAGS", "").split(), *lflags]
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "probe.c")
         with open(src, "w") as f:

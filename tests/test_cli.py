@@ -652,6 +652,7 @@ def test_embed_text_single_sentence(capsys: pytest.CaptureFixture[str], model) -
 def test_embed_text_errors(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pytest.importorskip("tokenizers")
     directory, _ = model
     rc, _, err = run(capsys, "embed", "--model", directory, "--text-a", "hi")
     assert rc == 1
