@@ -32,8 +32,8 @@ def test_streaming_stores_match(monkeypatch, rng, h, rdt, ln):
         np.testing.assert_allclose(got, want, **tolerance(np.float32))
 
 
-def test_large_result_uses_streaming_and_is_right(rng):
-    """A result above STREAM_MIN_BYTES, unpatched."""
+def test_large_results_are_right(rng):
+    """Results above STREAM_MIN_BYTES, unpatched: streamed with LayerNorm, plain without."""
     h = 256
     b, s = 4, 2 * _api.STREAM_MIN_BYTES // (4 * h * 8) + 1
     tok, pos, seg = rng.standard_normal((100, h)), rng.standard_normal((s, h)), rng.standard_normal((2, h))
@@ -41,6 +41,10 @@ def test_large_result_uses_streaming_and_is_right(rng):
     got = bert_embeddings(ids, sids, tok, pos, seg)
     assert got.nbytes >= _api.STREAM_MIN_BYTES
     np.testing.assert_array_equal(got, tok[ids] + pos[np.arange(s)] + seg[sids])
+    w, bias = rng.standard_normal(h), rng.standard_normal(h)
+    got = bert_embeddings(ids, sids, tok, pos, seg, ln_weight=w, ln_bias=bias)
+    want = reference(ids, sids, tok, pos, seg, ln_weight=w, ln_bias=bias)
+    np.testing.assert_allclose(got, want, **tolerance(np.float64))
 
 
 SCRIPT = textwrap.dedent(

@@ -103,3 +103,14 @@ def test_eps_must_be_a_number(rng, eps):
     ids, sids, tok, pos, seg, w, b = setup(rng)
     with pytest.raises(TypeError, match=r"^ln_eps must be a real number"):
         bert_embeddings(ids, sids, tok, pos, seg, ln_weight=w, ln_bias=b, ln_eps=eps)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_layernorm_of_an_infinite_row_is_nan_like_numpy(dt):
+    """An inf in a row makes its variance inf: every output is NaN, as in NumPy and torch."""
+    tok = np.array([[1.0, 2.0, 3.0]], dt)
+    pos = np.array([[0.0, np.inf, 0.0]], dt)
+    got = bert_embeddings([[0]], None, tok, pos, None, ln_weight=np.ones(3), ln_bias=np.zeros(3), dtype=dt)
+    want = reference([[0]], None, tok, pos, None, ln_weight=np.ones(3), ln_bias=np.zeros(3), dtype=dt)
+    assert np.isnan(want).all()
+    assert np.isnan(got).all()

@@ -17,6 +17,12 @@ from . import _kernel
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _I32 = np.dtype(np.int32)
 _I64 = np.dtype(np.int64)
+# The range check's specialisations, looked up directly (cheaper than
+# Cython's fused-type dispatch on every call).
+_FIRST_OUT_OF_RANGE = {
+    _I32: _kernel.first_out_of_range.__signatures__["int32_t"],
+    _I64: _kernel.first_out_of_range.__signatures__["int64_t"],
+}
 
 
 def as_ids(name: str, value: Any) -> np.ndarray:
@@ -32,9 +38,10 @@ def as_ids(name: str, value: Any) -> np.ndarray:
 
 def id_dtype(*arrays: np.ndarray | None) -> np.dtype:
     """int32 when every id array is int32 already, else int64."""
-    if all(a is None or a.dtype == _I32 for a in arrays):
-        return _I32
-    return _I64
+    for a in arrays:
+        if a is not None and a.dtype != _I32:
+            return _I64
+    return _I32
 
 
 def to_kernel_ids(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -69,7 +76,7 @@ def ids_for_kernel(
             raise _out_of_range(name, original, int(np.argmax(too_big)), rows, table)
     work = original.dtype if original.dtype in (_I32, _I64) else _I64
     ids = to_kernel_ids(original, work)
-    i = _kernel.first_out_of_range(ids.reshape(-1), rows)
+    i = _FIRST_OUT_OF_RANGE[work](ids.reshape(-1), rows)
     if i >= 0:
         raise _out_of_range(name, original, i, rows, table)
     return ids if ids.dtype == dtype else ids.astype(dtype)
@@ -154,6 +161,8 @@ def as_num_threads(value: Any) -> int | None:
     """None (automatic) or a positive int."""
     if value is None:
         return None
+    if type(value) is int and value > 0:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"num_threads must be a positive int or None, got {value!r}")
     n = int(value)

@@ -34,7 +34,6 @@ cdef extern from "_rows.h" nogil:
     void be_store_fence()
 
 
-
 cdef void _init_rows():
     """Pick the row kernel for this CPU; BERTEMBED_ISA=baseline|avx2 caps it."""
     cdef bytes cap = os.environ.get("BERTEMBED_ISA", "").encode()

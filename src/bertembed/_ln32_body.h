@@ -19,22 +19,32 @@ static BE_LN32_ATTR void BE_LN32_NAME(
     i = 0;
 #if BE_VECTOR_EXT
     {
-        /* 2 x 4 float64 lanes: widened once, no long chain of additions. */
-        be_v4d s0 = {0, 0, 0, 0}, s1v = s0, q0 = s0, q1 = s0, vk = s0 + k, x0, x1;
-        be_v4f f0, f1;
-        for (; i + 8 <= H; i += 8) {
+        /* 4 x 4 float64 lanes: widened once, four independent chains of
+           additions (a single chain would make the row latency-bound). */
+        be_v4d z = {0, 0, 0, 0}, vk = z + k, a0 = z, a1 = z, a2 = z, a3 = z;
+        be_v4d q0 = z, q1 = z, q2 = z, q3 = z, x0, x1, x2, x3;
+        be_v4f f0, f1, f2, f3;
+        for (; i + 16 <= H; i += 16) {
             memcpy(&f0, buf + i, sizeof f0);
             memcpy(&f1, buf + i + 4, sizeof f1);
+            memcpy(&f2, buf + i + 8, sizeof f2);
+            memcpy(&f3, buf + i + 12, sizeof f3);
             x0 = __builtin_convertvector(f0, be_v4d) - vk;
             x1 = __builtin_convertvector(f1, be_v4d) - vk;
-            s0 += x0;
-            s1v += x1;
+            x2 = __builtin_convertvector(f2, be_v4d) - vk;
+            x3 = __builtin_convertvector(f3, be_v4d) - vk;
+            a0 += x0;
+            a1 += x1;
+            a2 += x2;
+            a3 += x3;
             q0 += x0 * x0;
             q1 += x1 * x1;
+            q2 += x2 * x2;
+            q3 += x3 * x3;
         }
-        s0 += s1v;
-        q0 += q1;
-        s1 = (s0[0] + s0[2]) + (s0[1] + s0[3]);
+        a0 = (a0 + a1) + (a2 + a3);
+        q0 = (q0 + q1) + (q2 + q3);
+        s1 = (a0[0] + a0[2]) + (a0[1] + a0[3]);
         s2 = (q0[0] + q0[2]) + (q0[1] + q0[3]);
     }
 #endif
@@ -45,7 +55,8 @@ static BE_LN32_ATTR void BE_LN32_NAME(
     }
     m = s1 / (double)H;
     d = s2 / (double)H;
-    d = d > m * m ? d - m * m : 0.0;
+    d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
+    d = d < 0.0 ? 0.0 : d;
     mean = (float)(k + m);
     rstd = (float)(1.0 / sqrt(d + eps));
     for (i = 0; i < H; i++) o[i] = (buf[i] - mean) * rstd * w[i] + b[i];

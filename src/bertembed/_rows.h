@@ -73,7 +73,8 @@ static void be_row_stats(const double *x, Py_ssize_t n, double *mean, double *va
     m = (((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]))) / (double)n;
     d = (((q[0] + q[4]) + (q[1] + q[5])) + ((q[2] + q[6]) + (q[3] + q[7]))) / (double)n;
     *mean = k + m;
-    *var = d > m * m ? d - m * m : 0.0;
+    d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
+    *var = d < 0.0 ? 0.0 : d;
 }
 
 static be_ln32_fn be_ln32 = be_ln32_base;

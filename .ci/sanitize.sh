@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Build bertembed with AddressSanitizer + UndefinedBehaviorSanitizer and run
+# the test suite and the fuzz target against that build.
+#
+#   bash .ci/sanitize.sh                 # everything (FUZZ_SECONDS=90 of fuzzing)
+#   FUZZ_SECONDS=0 bash .ci/sanitize.sh  # no fuzzing
+#
+# Environment: PYTHON (default python3), SANITIZE_WORK (a work directory to
+# reuse; default: a fresh temporary one, removed at the end), FUZZ_SECONDS,
+# PYTEST_ARGS (extra pytest arguments). Linux + gcc or clang only.
+#
+# The checkout is never modified: sources are copied to the work directory,
+# built there (BERTEMBED_SANITIZE=1, see setup.py) and installed into the
+# work directory's own venv; the tests run from a copy of tests/ so that they
+# import the installed, instrumented package.
+#
+# Python itself is not instrumented, so the ASan runtime must be preloaded
+# (LD_PRELOAD). detect_leaks=0: CPython frees little at exit by design.
+# PYTHONMALLOC=malloc: every Python object goes through ASan's allocator, so
+# overflows of small NumPy arrays and objects land in redzones too.
+# Reports go to files (log_path): pytest captures fd 2, and a process that
+# ASan stops takes a report written there with it.
+set -euo pipefail
+
+CHECKOUT="$(cd "$(dirname "$0")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-90}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+if [[ -n "${SANITIZE_WORK:-}" ]]; then
+    WORK="$SANITIZE_WORK"
+    mkdir -p "$WORK"
+else
+    WORK="$(mktemp -d "${TMPDIR:-/tmp}/bertembed-sanitize.XXXXXX")"
+    # Removed on success; kept (with its logs) for inspection on failure.
+    trap 'rc=$?; if [[ $rc -eq 0 ]]; then rm -rf "$WORK"; else echo "sanitize: kept $WORK" >&2; fi' EXIT
+fi
+echo "== sanitize: work directory $WORK"
+
+CC="${CC:-gcc}"
+LIBASAN="$("$CC" -print-file-name=libasan.so)"
+if [[ ! -e "$LIBASAN" ]]; then
+    echo "sanitize: $CC has no libasan.so ($LIBASAN)" >&2
+    exit 2
+fi
+
+# 1. A venv of its own.
+if [[ ! -x "$WORK/venv/bin/python" ]]; then
+    "$PYTHON" -m venv "$WORK/venv"
+fi
+VPY="$WORK/venv/bin/python"
+"$VPY" -m pip install -q --upgrade pip
+"$VPY" -m pip install -q numpy pytest hypothesis threadpoolctl safetensors "Cython>=3.1" \
+    "setuptools>=77" wheel
+"$VPY" -m pip install -q atheris \
+    || echo "sanitize: atheris not installable here; the fuzz step uses hypothesis"
+
+# 2. Copy the sources (no build products) and build the instrumented package.
+rm -rf "$WORK/pkg"
+mkdir -p "$WORK/pkg"
+for f in setup.py pyproject.toml README.md LICENSE MANIFEST.in; do
+    [[ -e "$CHECKOUT/$f" ]] && cp "$CHECKOUT/$f" "$WORK/pkg/"
+done
+cp -r "$CHECKOUT/src" "$WORK/pkg/src"
+find "$WORK/pkg/src" \( -name '*.so' -o -name '*.pyd' -o -name '_kernel.c' \
+    -o -name '__pycache__' \) -prune -exec rm -rf {} +
+echo "== sanitize: building with BERTEMBED_SANITIZE=1"
+(cd "$WORK/pkg" && CC="$CC" BERTEMBED_SANITIZE=1 "$VPY" -m pip install -q \
+    --no-build-isolation --no-deps .) > "$WORK/build.log" 2>&1 || {
+    tail -50 "$WORK/build.log"
+    exit 1
+}
+
+# The run environment: the instrumented package from the venv, ASan preloaded.
+LOGS="$WORK/logs"
+SAN_ENV=(
+    env -u PYTHONPATH
+    LD_PRELOAD="$LIBASAN"
+    ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:allocator_may_return_null=1:log_path=$LOGS/asan"
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$LOGS/ubsan"
+    PYTHONMALLOC=malloc
+    PYTHONFAULTHANDLER=1
+)
+run() { (cd "$WORK/run" && "${SAN_ENV[@]}" "$@"); }
+# Fail if a step left sanitizer reports (child processes write their own).
+new_logs() { rm -rf "$LOGS"; mkdir -p "$LOGS"; }
+check_logs() {
+    local f found=0
+    for f in "$LOGS"/*; do
+        [[ -e "$f" ]] || continue
+        found=1
+        echo "---- $f"
+        head -60 "$f"
+    done
+    if [[ $found -ne 0 ]]; then
+        echo "sanitize: $1 produced sanitizer reports (above)" >&2
+        exit 1
+    fi
+}
+
+rm -rf "$WORK/run"
+mkdir -p "$WORK/run"
+cp -r "$CHECKOUT/tests" "$WORK/run/tests"
+cp "$CHECKOUT/pyproject.toml" "$WORK/run/"
+find "$WORK/run/tests" -name '__pycache__' -prune -exec rm -rf {} +
+
+where="$(run "$VPY" -c 'import bertembed, sys; print(bertembed.__file__)')"
+case "$where" in
+    "$WORK/venv/"*) echo "== sanitize: testing $where" ;;
+    *) echo "sanitize: imported bertembed from $where, not the venv" >&2; exit 1 ;;
+esac
+if ! nm -D "$(dirname "$where")"/_kernel*.so | grep -q __asan_; then
+    echo "sanitize: the installed extension is not instrumented" >&2
+    exit 1
+fi
+
+# 3. Self-check: with the shim's range check disabled, an id one row past the
+#    end of the token table must be reported by ASan. If this passes silently
+#    the sanitizer is not active and the rest proves nothing.
+echo "== sanitize: self-check (an out-of-bounds read must be caught)"
+new_logs
+set +e
+run "$VPY" - > "$WORK/selfcheck.log" 2>&1 <<'EOF'
+import numpy as np
+import bertembed
+from bertembed import _kernel
+_kernel.first_out_of_range = lambda ids, rows: -1  # skip the shim's range check
+tok = np.ones((7, 5))
+pos = np.ones((4, 5))
+bertembed.bert_embeddings([[0, 7]], None, tok, pos, None, num_threads=1)
+print("NOT CAUGHT")
+EOF
+rc=$?
+set -e
+if [[ $rc -eq 0 ]] || ! grep -qs "AddressSanitizer: heap-buffer-overflow" "$LOGS"/asan.*; then
+    cat "$WORK/selfcheck.log" "$LOGS"/* 2>/dev/null || true
+    echo "sanitize: self-check failed: the out-of-bounds read was not reported" >&2
+    exit 1
+fi
+grep -h -m1 -A2 "AddressSanitizer: heap-buffer-overflow" "$LOGS"/asan.*
+echo "   ok: reported (exit $rc)"
+
+# 4. The test suite (not the torch/onnxruntime comparisons).
+echo "== sanitize: pytest"
+new_logs
+set +e
+# shellcheck disable=SC2086
+run "$VPY" -m pytest -q -p no:cacheprovider tests -m "not heavy" ${PYTEST_ARGS:-}
+rc=$?
+set -e
+check_logs pytest
+if [[ $rc -ne 0 ]]; then
+    echo "sanitize: pytest failed (exit $rc)" >&2
+    exit "$rc"
+fi
+
+# 5. The fuzz target, time-bounded.
+if [[ "$FUZZ_SECONDS" != "0" ]]; then
+    echo "== sanitize: fuzzing for $FUZZ_SECONDS s"
+    mkdir -p "$WORK/fuzz-corpus"
+    new_logs
+    set +e
+    run "$VPY" tests/fuzz_embed.py -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=4096 \
+        -print_final_stats=1 -artifact_prefix="$WORK/" "$WORK/fuzz-corpus" \
+        > "$WORK/fuzz.log" 2>&1
+    status=$?
+    set -e
+    grep -v '^INFO: Instrumenting' "$WORK/fuzz.log" | tail -25
+    check_logs "the fuzz target"
+    if [[ $status -ne 0 ]]; then
+        echo "sanitize: the fuzz target failed (exit $status); log: $WORK/fuzz.log" >&2
+        exit "$status"
+    fi
+fi
+echo "== sanitize: all passed"
