@@ -66,7 +66,7 @@ find "$WORK/pkg/src" \( -name '*.so' -o -name '*.pyd' -o -name '_kernel.c' \
     -o -name '__pycache__' \) -prune -exec rm -rf {} +
 echo "== sanitize: building with BERTEMBED_SANITIZE=1"
 (cd "$WORK/pkg" && CC="$CC" BERTEMBED_SANITIZE=1 "$VPY" -m pip install -q \
-    --no-build-isolation --no-deps .) > "$WORK/build.log" 2>&1 || {
+    --no-build-isolation --no-deps --no-cache-dir --force-reinstall .) > "$WORK/build.log" 2>&1 || {
     tail -50 "$WORK/build.log"
     exit 1
 }
