@@ -20,6 +20,7 @@ import pytest
 from reference import reference
 
 import bertembed
+from bertembed import _api
 
 N_CALLERS = 8
 HAVE_PROC_TASKS = os.path.isdir("/proc/self/task")
@@ -254,7 +255,8 @@ def _big_inputs():
     rng = np.random.default_rng(5)
     tok = rng.standard_normal((1000, 128))
     pos = rng.standard_normal((512, 128))
-    ids = rng.integers(0, 1000, (4, 256))  # 131072 result elements: above the threshold
+    batch = _api.PARALLEL_MIN_ELEMENTS // (256 * 128) + 1  # just above the automatic threshold
+    ids = rng.integers(0, 1000, (batch, 256))
     return ids, tok, pos
 
 

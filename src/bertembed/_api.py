@@ -12,10 +12,14 @@ from . import _checks as C
 from . import _fork, _kernel
 from ._pool import pool as _pool
 
-#: Below this many output elements (B * S * H) one thread is used: starting a
-#: parallel region costs more than it saves. Measured with
-#: ``benchmarks/threshold.py`` (see README, "Threads").
-PARALLEL_MIN_ELEMENTS = 1 << 16
+#: Below this many output elements (B * S * H) one thread is used. Alone on
+#: a quiet machine two threads win from about 2**15 to 2**16 elements
+#: (``benchmarks/threshold.py``); but next to other runtimes whose idle
+#: workers spin (torch, ONNX Runtime: a model after the embedding), waking a
+#: worker costs more than it saves up to about a million elements
+#: (float32 + LayerNorm, B=8 S=128 H=768: 571 us on one thread, 689 us on
+#: two, interleaved with NumPy, torch and ONNX Runtime). See README, "Threads".
+PARALLEL_MIN_ELEMENTS = 1 << 20
 
 #: LayerNorm results at least this big are written with non-temporal stores:
 #: they would not fit in cache anyway, and streaming them saves the read of

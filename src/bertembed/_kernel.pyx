@@ -22,7 +22,7 @@ cdef extern from "_omp.h" nogil:
     const char *BE_COMPILER
     int be_max_threads()
     int be_release_threads()
-    void BE_PREFETCH(const void *p)
+    void be_prefetch_row(const void *p, size_t nbytes)
 
 cdef extern from "_rows.h" nogil:
     void be_rows_init(const char *cap)
@@ -173,9 +173,10 @@ cdef inline void _one_row(Py_ssize_t r, Py_ssize_t S,
     cdef out_t *dst = &out[r, 0]
     if has_seg:
         g = &seg[<Py_ssize_t>segment_ids[gb, s], 0]
-    # Start fetching the next token row while this one is summed.
+    # Start fetching the whole next token row (a random row of a big table:
+    # the hardware prefetcher cannot guess it) while this one is computed.
     if s + 1 < S:
-        BE_PREFETCH(&tok[<Py_ssize_t>token_ids[bi, s + 1], 0])
+        be_prefetch_row(&tok[<Py_ssize_t>token_ids[bi, s + 1], 0], H * sizeof(tok_t))
     if stream:
         dst = <out_t *>(scratch + H)
     if w == NULL:
@@ -247,7 +248,7 @@ def embed(const idx_t[:, ::1] token_ids,
         else:
             with nogil, parallel(num_threads=nt):
                 mine = scratch + threadid() * 2 * H if scratch != NULL else NULL
-                for r in prange(n, schedule="static"):
+                for r in prange(n, schedule="dynamic", chunksize=16):
                     _one_row(r, S, token_ids, position_ids, segment_ids, tok, pos, seg,
                              has_seg, w, b, w32, b32, eps, out, mine, stream)
                 if stream:

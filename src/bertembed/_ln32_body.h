@@ -19,20 +19,23 @@ static BE_LN32_ATTR void BE_LN32_NAME(
     i = 0;
 #if BE_VECTOR_EXT
     {
-        /* 4 x 4 float64 lanes: widened once, four independent chains of
-           additions (a single chain would make the row latency-bound). */
-        be_v4d z = {0, 0, 0, 0}, vk = z + k, a0 = z, a1 = z, a2 = z, a3 = z;
-        be_v4d q0 = z, q1 = z, q2 = z, q3 = z, x0, x1, x2, x3;
-        be_v4f f0, f1, f2, f3;
-        for (; i + 16 <= H; i += 16) {
+        /* Four independent chains of float64 lanes, each widened once (a
+           single chain would make the row latency-bound). BE_VD is 4 lanes,
+           or 8 where the target has 512-bit registers. */
+        BE_VD z = {0}, vk = z + k, a0 = z, a1 = z, a2 = z, a3 = z;
+        BE_VD q0 = z, q1 = z, q2 = z, q3 = z, x0, x1, x2, x3;
+        BE_VF f0, f1, f2, f3;
+        const Py_ssize_t L = (Py_ssize_t)(sizeof(BE_VF) / sizeof(float));
+        int j;
+        for (; i + 4 * L <= H; i += 4 * L) {
             memcpy(&f0, buf + i, sizeof f0);
-            memcpy(&f1, buf + i + 4, sizeof f1);
-            memcpy(&f2, buf + i + 8, sizeof f2);
-            memcpy(&f3, buf + i + 12, sizeof f3);
-            x0 = __builtin_convertvector(f0, be_v4d) - vk;
-            x1 = __builtin_convertvector(f1, be_v4d) - vk;
-            x2 = __builtin_convertvector(f2, be_v4d) - vk;
-            x3 = __builtin_convertvector(f3, be_v4d) - vk;
+            memcpy(&f1, buf + i + L, sizeof f1);
+            memcpy(&f2, buf + i + 2 * L, sizeof f2);
+            memcpy(&f3, buf + i + 3 * L, sizeof f3);
+            x0 = __builtin_convertvector(f0, BE_VD) - vk;
+            x1 = __builtin_convertvector(f1, BE_VD) - vk;
+            x2 = __builtin_convertvector(f2, BE_VD) - vk;
+            x3 = __builtin_convertvector(f3, BE_VD) - vk;
             a0 += x0;
             a1 += x1;
             a2 += x2;
@@ -44,8 +47,10 @@ static BE_LN32_ATTR void BE_LN32_NAME(
         }
         a0 = (a0 + a1) + (a2 + a3);
         q0 = (q0 + q1) + (q2 + q3);
-        s1 = (a0[0] + a0[2]) + (a0[1] + a0[3]);
-        s2 = (q0[0] + q0[2]) + (q0[1] + q0[3]);
+        for (j = 0; j < L; j++) {
+            s1 += a0[j];
+            s2 += q0[j];
+        }
     }
 #endif
     for (; i < H; i++) {

@@ -34,10 +34,16 @@ static int be_release_threads(void) { return -1; }
 #define BE_COMPILER "unknown"
 #endif
 
+/* Ask for every cache line of a row that will be read soon. */
+static inline void be_prefetch_row(const void *p, size_t nbytes) {
 #if defined(__GNUC__) || defined(__clang__)
-#define BE_PREFETCH(p) __builtin_prefetch((p), 0, 0)
+    const char *c = (const char *)p;
+    size_t off;
+    for (off = 0; off < nbytes; off += 64) __builtin_prefetch(c + off, 0, 3);
 #else
-#define BE_PREFETCH(p) ((void)0)
+    (void)p;
+    (void)nbytes;
 #endif
+}
 
 #endif

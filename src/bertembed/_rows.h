@@ -35,6 +35,8 @@
 #define BE_VECTOR_EXT 1
 typedef double be_v4d __attribute__((vector_size(32)));
 typedef float be_v4f __attribute__((vector_size(16)));
+typedef double be_v8d __attribute__((vector_size(64)));
+typedef float be_v8f __attribute__((vector_size(32)));
 #else
 #define BE_VECTOR_EXT 0
 #endif
@@ -42,6 +44,8 @@ typedef float be_v4f __attribute__((vector_size(16)));
 typedef void (*be_ln32_fn)(const float *, const float *, const float *, float *, Py_ssize_t,
                            int, const float *, const float *, double, float *);
 
+#define BE_VD be_v4d
+#define BE_VF be_v4f
 #define BE_LN32_NAME be_ln32_base
 #define BE_LN32_ATTR
 #include "_ln32_body.h"
@@ -54,6 +58,10 @@ typedef void (*be_ln32_fn)(const float *, const float *, const float *, float *,
 #include "_ln32_body.h"
 #undef BE_LN32_NAME
 #undef BE_LN32_ATTR
+#undef BE_VD
+#undef BE_VF
+#define BE_VD be_v8d
+#define BE_VF be_v8f
 #define BE_LN32_NAME be_ln32_avx512
 #define BE_LN32_ATTR __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma")))
 #include "_ln32_body.h"
