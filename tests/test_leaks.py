@@ -152,11 +152,14 @@ def test_failing_calls_keep_rss_constant():
 
 @needs_statm
 def test_the_rss_check_detects_a_small_leak():
-    """Control: keeping one 64-byte ``bytes`` per call (~110 B) is caught the same way."""
+    """Control: keeping one 512-byte ``bytes`` per call is caught the same way.
+
+    (Large enough that memory freed by earlier tests cannot absorb it.)
+    """
     kept = []
 
     def leaky(i):
-        kept.append(i.to_bytes(64, "little"))
+        kept.append(i.to_bytes(512, "little"))
 
     growth = _rss_growth(leaky, CALLS, warmup=0)
     assert growth > RSS_TOLERANCE, f"a {len(kept)}-object leak grew RSS by only {growth} bytes"

@@ -271,8 +271,9 @@ def test_single_threaded_calls_create_no_os_threads():
             np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
     before, during, after = _count_while_alive(N_CALLERS, work)
-    # The callers themselves, and no OpenMP worker (a couple of spare for noise).
-    assert N_CALLERS <= during - before <= N_CALLERS + 2, (before, during)
+    # The callers themselves, and no OpenMP worker (a couple of spare for
+    # noise either way: a thread of an earlier test may still be exiting).
+    assert N_CALLERS - 2 <= during - before <= N_CALLERS + 2, (before, during)
     assert after <= before, (before, after)
 
 
@@ -287,7 +288,7 @@ def test_small_automatic_calls_create_no_os_threads():
             bertembed.bert_embeddings(ids, None, tok, pos, None)
 
     before, during, after = _count_while_alive(N_CALLERS, work)
-    assert N_CALLERS <= during - before <= N_CALLERS + 2, (before, during)
+    assert N_CALLERS - 2 <= during - before <= N_CALLERS + 2, (before, during)
     assert after <= before
 
 
@@ -326,7 +327,7 @@ def test_automatic_threads_under_concurrency_are_bounded():
             np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
     before, during, after = _count_while_alive(N_CALLERS, work)
-    assert N_CALLERS <= during - before <= N_CALLERS * limit, (before, during, limit)
+    assert N_CALLERS - 2 <= during - before <= N_CALLERS * limit, (before, during, limit)
     assert after <= before
 
 
