@@ -6,6 +6,11 @@ a median; ratios are ``peer median / bertembed median`` (above 1: bertembed
 is faster). Each peer's output is compared with bertembed's before it is
 timed, so no ratio ever compares different work.
 
+This module holds the cases, inputs, timing, :func:`run` and
+:func:`format_table`. The peers live in :mod:`bertembed._bench_peers`
+(:data:`PEERS`) and the memory measurement in :mod:`bertembed._bench_memory`
+(:func:`peak_memory`); both are reachable from here too.
+
 Only NumPy is needed to import this module. torch, onnx and onnxruntime are
 imported when their peer is built; a missing one is reported as unavailable.
 """
@@ -13,17 +18,14 @@ imported when their peer is built; a missing one is reported as unavailable.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.metadata
-import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 import time
-import tracemalloc
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -239,146 +241,6 @@ def bertembed_call(case: Case, inputs: Inputs, threads: int) -> Fn:
     return call
 
 
-# --------------------------------------------------------------------------- peers
-
-
-def _numpy_build(case: Case, d: Inputs, ctx: Context) -> Fn:
-    positions = np.arange(case.seq)
-
-    def call() -> np.ndarray:
-        e = d.tok[d.ids] + d.pos[positions] + d.seg[d.segment_ids]
-        if case.layer_norm:
-            centred = e - e.mean(axis=-1, keepdims=True)
-            var = (centred * centred).mean(axis=-1, keepdims=True)
-            e = centred / np.sqrt(var + LN_EPS) * d.ln_weight + d.ln_bias
-        return e
-
-    return call
-
-
-def _copyto_build(case: Case, d: Inputs, ctx: Context) -> Fn:
-    shape = (case.batch, case.seq, case.H)
-    src = np.full(shape, 0.5, case.dtype)
-    dst = np.zeros(shape, case.dtype)
-    dst.fill(1.0)
-
-    def call() -> np.ndarray:
-        np.copyto(dst, src)
-        return dst
-
-    return call
-
-
-def _torch_build(case: Case, d: Inputs, ctx: Context) -> Fn:
-    import torch
-    import torch.nn.functional as F
-
-    ctx.stack.callback(torch.set_num_threads, torch.get_num_threads())
-    torch.set_num_threads(ctx.threads)
-    tok, pos, seg = (torch.from_numpy(a) for a in (d.tok, d.pos, d.seg))
-    w, b = torch.from_numpy(d.ln_weight), torch.from_numpy(d.ln_bias)
-    ids, sids = torch.from_numpy(d.ids), torch.from_numpy(d.segment_ids)
-    positions = torch.arange(case.seq).unsqueeze(0)  # like BertEmbeddings' buffer
-
-    def call() -> Any:
-        with torch.inference_mode():
-            e = F.embedding(ids, tok) + F.embedding(positions, pos) + F.embedding(sids, seg)
-            if case.layer_norm:
-                e = F.layer_norm(e, (case.H,), w, b, LN_EPS)
-        return e.numpy()
-
-    return call
-
-
-def _ort_session(d: Inputs, ctx: Context) -> Any:
-    """An ONNX Runtime session of one com.microsoft EmbedLayerNormalization node."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    key = ("ort", id(d.tok), ctx.threads)
-    if key in ctx.cache:
-        return ctx.cache[key]
-    hidden = d.tok.shape[1]
-    names = ["word_embedding", "position_embedding", "segment_embedding", "gamma", "beta"]
-    arrays = [d.tok, d.pos, d.seg, d.ln_weight, d.ln_bias]
-    node = helper.make_node(
-        "EmbedLayerNormalization",
-        ["input_ids", "segment_ids", *names],
-        ["output", "mask_index"],
-        domain="com.microsoft",
-        epsilon=LN_EPS,
-    )
-    graph = helper.make_graph(
-        [node],
-        "bert_input_embeddings",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "seq"]),
-            helper.make_tensor_value_info("segment_ids", TensorProto.INT32, ["batch", "seq"]),
-        ],
-        [
-            helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", "seq", hidden]),
-            helper.make_tensor_value_info("mask_index", TensorProto.INT32, ["batch"]),
-        ],
-        initializer=[numpy_helper.from_array(a, n) for n, a in zip(names, arrays, strict=True)],
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-    )
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = ctx.threads
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(
-        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-    )
-    ctx.cache[key] = session
-    return session
-
-
-def _ort_build(case: Case, d: Inputs, ctx: Context) -> Fn:
-    session = _ort_session(d, ctx)
-    feed = {
-        "input_ids": d.ids.astype(np.int32),
-        "segment_ids": d.segment_ids.astype(np.int32),
-    }
-
-    def call() -> np.ndarray:
-        return session.run(["output"], feed)[0]
-
-    return call
-
-
-#: Known peers, by name.
-PEERS: dict[str, Peer] = {
-    p.name: p
-    for p in (
-        Peer("numpy", lambda c: not c.out, _numpy_build),
-        Peer("copyto", lambda c: c.out, _copyto_build, checked=False),
-        Peer("torch", lambda c: not c.out, _torch_build),
-        Peer(
-            "onnxruntime",
-            lambda c: c.layer_norm and c.dtype == "float32" and not c.out,
-            _ort_build,
-        ),
-    )
-}
-
-
-def _resolve_peers(peers: Iterable[str | Peer] | None) -> list[Peer]:
-    if peers is None:
-        return list(PEERS.values())
-    resolved = []
-    for p in peers:
-        if isinstance(p, Peer):
-            resolved.append(p)
-        elif p in PEERS:
-            resolved.append(PEERS[p])
-        else:
-            raise ValueError(f"unknown peer {p!r}; known peers: {', '.join(PEERS)}")
-    return resolved
-
-
 # --------------------------------------------------------------------------- timing
 
 
@@ -440,28 +302,6 @@ def time_interleaved(
         }
         for n, s in samples.items()
     }
-
-
-def _mismatch(expected: np.ndarray, got: Any, dtype: str) -> str | None:
-    """None when ``got`` is close to ``expected`` (loosely), else a description."""
-    got = np.asarray(got)
-    if got.shape != expected.shape:
-        return f"shape {got.shape}, expected {expected.shape}"
-    tol = 1e-3 if dtype == "float32" else 1e-7
-    a, b = expected.reshape(-1), got.reshape(-1)
-    worst, bad = 0.0, 0
-    step = 1 << 20  # chunks: no full-size temporaries for 100 MB results
-    for i in range(0, a.size, step):
-        x = a[i : i + step].astype(np.float64)
-        y = b[i : i + step].astype(np.float64)
-        diff = np.abs(x - y)
-        ok = diff <= tol + tol * np.abs(x)
-        bad += int(ok.size - np.count_nonzero(ok))
-        if diff.size:
-            worst = max(worst, float(np.nanmax(diff)) if not np.isnan(diff).all() else math.inf)
-    if bad:
-        return f"{bad} of {a.size} values differ from bertembed's (max |diff| {worst:.3g})"
-    return None
 
 
 # --------------------------------------------------------------------------- run
@@ -575,6 +415,8 @@ def run(
         samples: what a quiet machine would show), ``skipped`` (``status`` and ``reason``),
         ``goals`` (DESIGN.md goals of the case) and ``machine``.
     """
+    from ._bench_peers import _mismatch, _resolve_peers
+
     todo = list(DEFAULT_CASES if cases is None else cases)
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
@@ -704,130 +546,25 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- memory
+# --------------------------------------------------------------------------- moved names
+
+#: Names defined in the peer and memory modules, reachable as attributes of
+#: this one (imported on first use: those modules import this one).
+_ELSEWHERE = {
+    **dict.fromkeys(("PEERS", "_resolve_peers", "_mismatch", "_numpy_build", "_copyto_build", "_torch_build",
+                     "_ort_session", "_ort_build"), "._bench_peers"),
+    **dict.fromkeys(("peak_memory", "_rss_status", "_rss_probe", "_rss_extra"), "._bench_memory"),
+}
 
 
-def _rss_status() -> tuple[int, int] | None:
-    """(VmRSS, VmHWM) of this process in bytes, from ``/proc/self/status`` (Linux).
-
-    VmHWM is the peak of this process image only; ``ru_maxrss`` would not
-    do, as Linux carries the parent's peak across fork and exec.
-    """
-    found = {}
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                if key in ("VmRSS", "VmHWM"):
-                    found[key] = int(value.split()[0]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        return None
-    if len(found) != 2:
-        return None
-    return found["VmRSS"], found["VmHWM"]
+def __getattr__(name: str) -> Any:
+    """A name of :data:`_ELSEWHERE`, from the module that defines it."""
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __package__), name)
 
 
-def _rss_probe(spec: str) -> None:
-    """Child side of the RSS measurement: print RSS and peaks around one call."""
-    args = json.loads(spec)
-    case = Case(**args["case"])
-    cache: dict[Any, Any] = {}
-    call = bertembed_call(case, make_inputs(case, args["seed"], cache), args["threads"])
-    # Start the OpenMP pool (thread stacks) with a call too small to matter.
-    small = replace(case, batch=1, seq=min(case.seq, args["threads"]), out=False)
-    bertembed_call(small, make_inputs(small, args["seed"], cache), args["threads"])()
-    before = _rss_status()
-    call()
-    after = _rss_status()
-    if before is None or after is None:
-        print(json.dumps(None))
-        return
-    print(json.dumps({"before": before[0], "peak_before": before[1], "peak": after[1]}))
-
-
-def _rss_extra(case: Case, seed: int, threads: int) -> dict[str, Any]:
-    spec = json.dumps({"case": asdict(case), "seed": seed, "threads": threads})
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    code = f"from bertembed._bench import _rss_probe; _rss_probe({spec!r})"
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        return {"rss_error": proc.stderr.strip().splitlines()[-1:]}
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    if got is None:
-        return {"rss_error": "no VmRSS/VmHWM in /proc/self/status"}
-    # The peak before the call must not exceed the RSS just before it, or the
-    # call's own peak could hide under an older one.
-    baseline = max(got["before"], got["peak_before"])
-    extra = got["peak"] - baseline
-    return {
-        "rss_extra_bytes": extra,
-        "rss_ratio": extra / case.result_bytes if case.result_bytes else None,
-        "rss_baseline_ok": got["peak_before"] <= got["before"] + (1 << 20),
-    }
-
-
-def peak_memory(
-    case: Case, *, seed: int = 0, threads: int | None = None, rss: bool = True
-) -> dict[str, Any]:
-    """Peak extra memory of one bertembed call, relative to its result's size.
-
-    Two measurements: tracemalloc in this process (NumPy reports its array
-    allocations to it), and, with ``rss`` on Linux, the rise of the peak
-    resident set size around the call in a fresh subprocess (which also sees
-    memory the kernel allocates with plain ``malloc``).
-
-    Parameters
-    ----------
-    case : Case
-    seed : int, default 0
-    threads : int, optional
-        Default :func:`bertembed.max_threads`.
-    rss : bool, default True
-        Also measure in a subprocess (skipped where ``/proc`` is missing).
-
-    Returns
-    -------
-    dict
-        ``case``, ``result_bytes``, ``extra_bytes`` and ``ratio``
-        (tracemalloc), ``rss_extra_bytes`` and ``rss_ratio`` (or
-        ``rss_error``), ``goal`` (:data:`PEAK_MEMORY_GOAL`) and ``met``. With
-        ``case.out`` the result buffer exists before the call, so the ratio
-        is close to 0.
-    """
-    nthreads = max_threads() if threads is None else threads
-    call = bertembed_call(case, make_inputs(case, seed), nthreads)
-    call()  # warm: lazily built constants are not the call's memory
-    tracing = tracemalloc.is_tracing()
-    if not tracing:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        result = call()
-        peak = tracemalloc.get_traced_memory()[1]
-        del result
-    finally:
-        if not tracing:
-            tracemalloc.stop()
-    extra = peak - base
-    ratio = extra / case.result_bytes if case.result_bytes else 0.0
-    report: dict[str, Any] = {
-        "case": case.name,
-        "threads": nthreads,
-        "result_bytes": case.result_bytes,
-        "extra_bytes": extra,
-        "ratio": ratio,
-        "goal": PEAK_MEMORY_GOAL,
-    }
-    worst = ratio
-    if rss and sys.platform.startswith("linux"):
-        report.update(_rss_extra(case, seed, nthreads))
-        if report.get("rss_ratio") is not None:
-            worst = max(worst, report["rss_ratio"])
-    report["met"] = bool(worst <= PEAK_MEMORY_GOAL)
-    return report
+def __dir__() -> list[str]:
+    """This module's names and those of :data:`_ELSEWHERE`."""
+    return sorted([*globals(), *_ELSEWHERE])

@@ -9,17 +9,22 @@ one sentence pair tokenised with the model's ``tokenizer.json``).
 Expected failures (a missing or malformed file, a bad id, a bad argument)
 print one line, ``bertembed: error: ...``, on stderr and exit non-zero;
 they never print a traceback.
+
+This module holds the parser, :func:`main`, ``demo``, ``info`` and what the
+subcommands share (:class:`CLIError`, :class:`ProgressBar`); ``bench`` is in
+:mod:`bertembed._cli_bench` and ``embed`` in :mod:`bertembed._cli_embed`,
+whose names are reachable from here too.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
-import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,8 +45,6 @@ EXPECTED_ERRORS = (OSError, ValueError, TypeError, IndexError, KeyError, ImportE
 
 #: The result size one ``embed`` chunk aims at when ``--chunk-rows`` is not given.
 AUTO_CHUNK_BYTES = 64 << 20
-
-_NPY_MAGIC = b"\x93NUMPY"
 
 # The seed's sentence pair "The cat sat" / "It slept", WordPiece ids of
 # bert-base-uncased, with the seed's H = 4 rows for "cat" and "slept".
@@ -178,6 +181,20 @@ class ProgressBar:
 
 
 # --------------------------------------------------------------------------
+# shared by the subcommands
+
+
+def _check_out_dir(out: Path, option: str = "--out") -> None:
+    """Fail early (before any work) when ``out`` cannot be written as a file."""
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise CLIError(f"{option} {out}: the directory {parent} does not exist")
+    if out.is_dir():
+        raise CLIError(f"{option} {out}: is a directory, expected a file name")
+
+
+
+# --------------------------------------------------------------------------
 # demo
 
 
@@ -243,426 +260,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------
-# bench
-
-
-def _select_cases(cases: Sequence[Any], pattern: str | None) -> list[Any]:
-    """The cases whose name or label contains ``pattern`` (case-insensitive)."""
-    chosen = list(cases)
-    if pattern:
-        needle = pattern.lower()
-        chosen = [c for c in chosen if needle in _case_text(c).lower()]
-        if not chosen:
-            names = ", ".join(_case_text(c) for c in cases)
-            raise CLIError(f"--cases {pattern!r} matches none of the cases: {names}")
-    return chosen
-
-
-def _case_text(case: Any) -> str:
-    for attr in ("label", "name"):
-        value = getattr(case, attr, None)
-        if isinstance(value, str):
-            return value
-    return str(case)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Run the comparison harness; print a table, optionally save JSON and a plot."""
-    from . import _bench
-
-    if args.plot is not None:
-        _require_matplotlib()
-        _check_out_dir(args.plot, "--plot")
-    if args.json is not None:
-        _check_out_dir(args.json, "--json")
-    cases = _select_cases(_bench.DEFAULT_CASES, args.cases)
-    repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
-    kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads}
-    if args.peers is not None:
-        kwargs["peers"] = [p.strip() for p in args.peers.split(",") if p.strip()]
-    with ProgressBar(len(cases), "bench", unit="steps", enabled=not args.quiet) as bar:
-        results = _bench.run(cases, progress=bar, **kwargs)
-    print(_bench.format_table(results))
-    if args.json is not None:
-        _write_text(args.json, json.dumps(results, indent=2, default=str) + "\n")
-        print(f"wrote {args.json}")
-    if args.plot is not None:
-        plot_results(results, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise CLIError(
-            "--plot needs matplotlib, which is not installed "
-            "(pip install matplotlib, or pip install 'bertembed[plot]')"
-        ) from None
-
-
-def _result_times(result: Mapping[str, Any]) -> dict[str, float]:
-    """``{contender: median seconds per call}`` of one result row of the harness."""
-    timings = result.get("timings")
-    if not isinstance(timings, Mapping):
-        return {}
-    times = {}
-    for name, stats in timings.items():
-        value = stats.get("median_s") if isinstance(stats, Mapping) else stats
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            times[str(name)] = float(value)
-    return times
-
-
-def _result_group(result: Mapping[str, Any]) -> str:
-    """The series a result belongs to: everything that defines a case but the batch size."""
-    parts = [str(result.get("dtype", ""))]
-    parts.append("+ LayerNorm" if result.get("layer_norm") else "sum")
-    if result.get("out"):
-        parts.append("into out=")
-    if "seq" in result:
-        parts.append(f"S={result['seq']}")
-    if "H" in result:
-        parts.append(f"H={result['H']}")
-    if "threads" in result:
-        parts.append(f"{result['threads']} threads")
-    return ", ".join(p for p in parts if p)
-
-
-def _result_batch(result: Mapping[str, Any]) -> int | None:
-    batch = result.get("batch")
-    return int(batch) if isinstance(batch, int) and not isinstance(batch, bool) else None
-
-
-def plot_results(results: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Draw time per call against batch size, log-log, one line per contender.
-
-    Cases that differ in anything but the batch size (dtype, LayerNorm,
-    sequence length, ...) go into separate panels; only series with several
-    batch sizes are drawn, unless there are none.
-
-    Parameters
-    ----------
-    results : sequence of dict
-        Rows as returned by ``bertembed._bench.run``.
-    path : pathlib.Path
-        Where to write the image (the format follows the suffix, e.g. ``.png``).
-    """
-    _require_matplotlib()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullLocator
-
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for result in results:
-        if _result_batch(result) is not None and _result_times(result):
-            groups.setdefault(_result_group(result), []).append(result)
-    if not groups:
-        raise CLIError("--plot: the benchmark results have no batch sizes or timings to draw")
-    # Series over several batch sizes are what the plot is for; single cases
-    # (the other goal rows) are drawn only when there is no such series.
-    sweeps = {k: v for k, v in groups.items() if len({_result_batch(r) for r in v}) > 1}
-    groups = sweeps or groups
-    ncols = min(len(groups), 2)
-    nrows = math.ceil(len(groups) / ncols)
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(6.0 * ncols, 4.2 * nrows), squeeze=False
-    )
-    for ax, (title, rows) in zip(axes.flat, groups.items(), strict=False):
-        series: dict[str, list[tuple[int, float]]] = {}
-        for row in rows:
-            batch = _result_batch(row) or 0
-            for name, seconds in _result_times(row).items():
-                series.setdefault(name, []).append((batch, seconds))
-        batches = sorted({b for points in series.values() for b, _ in points})
-        for name in sorted(series, key=lambda n: (n != "bertembed", n)):
-            points = sorted(series[name])
-            xs = [b for b, _ in points]
-            ys = [1e3 * t for _, t in points]
-            style = {"linewidth": 2.5, "zorder": 3} if name == "bertembed" else {}
-            ax.plot(xs, ys, marker="o", label=name, **style)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(batches, [str(b) for b in batches])
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xlabel("batch size B")
-        ax.set_ylabel("median time per call (ms)")
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
-    for ax in list(axes.flat)[len(groups):]:
-        ax.set_visible(False)
-    fig.suptitle(f"bertembed {__version__}: time per call (lower is better)")
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
-
-
-# --------------------------------------------------------------------------
-# embed
-
-
-def _load_ids(path: Path, what: str) -> np.ndarray:
-    """A memory-mapped integer ``.npy`` array, or a CLIError that says what is wrong."""
-    try:
-        with open(path, "rb") as fh:
-            magic = fh.read(len(_NPY_MAGIC))
-    except IsADirectoryError:
-        raise CLIError(f"{path}: is a directory, expected a .npy file of {what}") from None
-    except OSError as exc:
-        raise CLIError(f"{path}: {exc.strerror or exc}") from None
-    if magic != _NPY_MAGIC:
-        raise CLIError(f"{path}: not a .npy file (save {what} with numpy.save)")
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise CLIError(f"{path}: cannot read {what}: {exc}") from None
-    if arr.dtype.kind not in "iu":
-        raise CLIError(f"{path}: {what} must be integers, got dtype {arr.dtype}")
-    if arr.ndim not in (1, 2):
-        raise CLIError(f"{path}: {what} must have shape (B, S) or (S,), got shape {arr.shape}")
-    return arr
-
-
-def _load_model(path: Path, dtype: str | None) -> Any:
-    from ._model import BertEmbeddings
-
-    if not path.exists():
-        raise CLIError(f"{path}: no such model directory or file")
-    try:
-        return BertEmbeddings.from_pretrained(path, dtype=dtype)
-    except CLIError:
-        raise
-    except EXPECTED_ERRORS as exc:
-        raise CLIError(f"cannot load the model: {_describe(exc)}") from None
-
-
-def _auto_chunk_rows(seq: int, hidden: int, itemsize: int) -> int:
-    return max(1, AUTO_CHUNK_BYTES // max(1, seq * hidden * itemsize))
-
-
-def _partial_path(out: Path) -> Path:
-    return out.with_name(f".{out.name}.partial-{os.getpid()}")
-
-
-def _check_out_dir(out: Path, option: str = "--out") -> None:
-    """Fail early (before any work) when ``out`` cannot be written as a file."""
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise CLIError(f"{option} {out}: the directory {parent} does not exist")
-    if out.is_dir():
-        raise CLIError(f"{option} {out}: is a directory, expected a file name")
-
-
-def _same_file(a: Path, b: Path | None) -> bool:
-    if b is None:
-        return False
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
-
-
-def _bad_id_message(
-    exc: IndexError,
-    chunks: Sequence[tuple[str, Path, np.ndarray, int, str]],
-    start: int,
-) -> str:
-    """Re-word an out-of-range error of one chunk with its position in the whole file."""
-    for name, path, chunk, rows, table in chunks:
-        bad = (chunk < 0) | (chunk >= rows)
-        if bad.any():
-            where = np.unravel_index(int(np.argmax(bad)), chunk.shape)
-            value = int(chunk[where])
-            index = [int(k) for k in where]
-            if chunk.ndim == 2:
-                index[0] += start
-            pos = ", ".join(str(k) for k in index)
-            return (
-                f"{path}: {name} {value} at [{pos}] is out of range for the model's "
-                f"{table} with {rows} rows"
-            )
-    return str(exc)
-
-
-def _embed_file(args: argparse.Namespace, layer: Any) -> int:
-    ids = _load_ids(args.ids, "token ids")
-    segs = None
-    if args.segment_ids is not None:
-        if layer.type_vocab_size == 0:
-            raise CLIError(f"{args.model}: the model has no segment table; drop --segment-ids")
-        segs = _load_ids(args.segment_ids, "segment ids")
-        if segs.shape != ids.shape:
-            raise CLIError(
-                f"shapes differ: {args.segment_ids} has shape {segs.shape}, "
-                f"{args.ids} has shape {ids.shape}"
-            )
-    _check_out_dir(args.out)
-    for src in (args.ids, args.segment_ids):
-        if _same_file(args.out, src):
-            raise CLIError(f"--out {args.out} would overwrite the input {src}")
-    seq = ids.shape[-1]
-    if seq > layer.max_positions:
-        raise CLIError(
-            f"{args.ids}: sequences of {seq} tokens are longer than the model's "
-            f"{layer.max_positions} positions"
-        )
-    hidden, dtype = layer.hidden_size, np.dtype(layer.dtype)
-    batch = ids.shape[0] if ids.ndim == 2 else 1
-    chunk = args.chunk_rows or _auto_chunk_rows(seq, hidden, dtype.itemsize)
-    if ids.ndim == 1:
-        chunk = 1  # one sequence: a single call
-    out_path: Path = args.out
-    tmp = _partial_path(out_path)
-    start_time = time.perf_counter()
-    try:
-        result = np.lib.format.open_memmap(
-            tmp, mode="w+", dtype=dtype, shape=(*ids.shape, hidden)
-        )
-        with ProgressBar(
-            batch, "embed", unit="rows" if ids.ndim == 2 else "sequence", enabled=not args.quiet
-        ) as bar:
-            for start in range(0, batch, chunk):
-                stop = min(start + chunk, batch)
-                if ids.ndim == 2:
-                    tok_chunk = ids[start:stop]
-                    seg_chunk = None if segs is None else segs[start:stop]
-                    target = result[start:stop]
-                else:
-                    tok_chunk, seg_chunk, target = ids, segs, result
-                try:
-                    layer(tok_chunk, seg_chunk, out=target, num_threads=args.threads)
-                except IndexError as exc:
-                    checks = [
-                        ("token id", args.ids, np.asarray(tok_chunk), layer.vocab_size,
-                         "token table"),
-                    ]
-                    if seg_chunk is not None:
-                        checks.append(
-                            ("segment id", args.segment_ids, np.asarray(seg_chunk),
-                             layer.type_vocab_size, "segment table")
-                        )
-                    raise CLIError(_bad_id_message(exc, checks, start)) from None
-                bar.update(stop)
-        result.flush()
-        del result
-        os.replace(tmp, out_path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    seconds = time.perf_counter() - start_time
-    tokens = int(np.prod(ids.shape))
-    rate = tokens / seconds if seconds > 0 else float("inf")
-    print(
-        f"wrote {out_path}: shape {(*ids.shape, hidden)} {dtype}, "
-        f"{tokens} tokens in {seconds:.2f} s ({rate:,.0f} tokens/s)"
-    )
-    return 0
-
-
-def _tokenize_pair(
-    model: Path, text_a: str, text_b: str | None
-) -> tuple[list[str], list[int], list[int]]:
-    """``[CLS] a [SEP] b [SEP]`` with the model's WordPiece tokenizer: tokens, ids, segments."""
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise CLIError(
-            "--text-a needs the optional 'tokenizers' package (pip install tokenizers); "
-            "or pass token ids with --ids"
-        ) from None
-    directory = model if model.is_dir() else model.parent
-    path = directory / "tokenizer.json"
-    if not path.is_file():
-        raise CLIError(f"{path}: not found; --text-a needs the model's tokenizer.json (or use --ids)")
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:  # the tokenizers package raises a bare Exception
-        raise CLIError(f"{path}: cannot read the tokenizer: {exc}") from None
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if cls_id is None or sep_id is None:
-        raise CLIError(f"{path}: the vocabulary has no [CLS] or [SEP] token (not a BERT tokenizer?)")
-    enc_a = tokenizer.encode(text_a, add_special_tokens=False)
-    tokens = ["[CLS]", *enc_a.tokens, "[SEP]"]
-    ids = [cls_id, *enc_a.ids, sep_id]
-    segments = [0] * len(ids)  # [CLS], sentence A and the first [SEP]
-    if text_b is not None:
-        enc_b = tokenizer.encode(text_b, add_special_tokens=False)
-        tokens += [*enc_b.tokens, "[SEP]"]
-        ids += [*enc_b.ids, sep_id]
-        segments += [1] * (len(enc_b.ids) + 1)  # sentence B and the second [SEP]
-    return tokens, ids, segments
-
-
-def _embed_text(args: argparse.Namespace, layer: Any) -> int:
-    tokens, ids, segments = _tokenize_pair(args.model, args.text_a, args.text_b)
-    if len(ids) > layer.max_positions:
-        raise CLIError(
-            f"the pair has {len(ids)} tokens, more than the model's {layer.max_positions} positions"
-        )
-    if layer.type_vocab_size < (2 if args.text_b is not None else 1):
-        raise CLIError(f"{args.model}: the model's segment table cannot hold sentence B")
-    tok_ids = np.array([ids], dtype=np.int64)
-    seg_ids = np.array([segments], dtype=np.int64)
-    E = layer(tok_ids, seg_ids, num_threads=args.threads)
-    width = max(len(t) for t in tokens)
-    print(f"{'pos':>4} {'token':<{width}} {'id':>6} {'seg':>3}  embedding (first values)")
-    for s, token in enumerate(tokens):
-        head = ", ".join(f"{v:+.4f}" for v in E[0, s, :4])
-        more = ", ..." if E.shape[-1] > 4 else ""
-        print(f"{s:>4} {token:<{width}} {ids[s]:>6} {segments[s]:>3}  [{head}{more}]")
-    if args.out is not None:
-        _check_out_dir(args.out)
-        tmp = _partial_path(args.out)
-        try:
-            with open(tmp, "wb") as fh:
-                np.save(fh, E)
-            os.replace(tmp, args.out)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        print(f"wrote {args.out}: shape {E.shape} {E.dtype}")
-    return 0
-
-
-def cmd_embed(args: argparse.Namespace) -> int:
-    """Embed an id file (chunked, bounded memory) or one tokenised sentence pair."""
-    if args.text_a is None and args.text_b is not None:
-        raise CLIError("--text-b needs --text-a", EXIT_USAGE)
-    if (args.ids is None) == (args.text_a is None):
-        raise CLIError("give either --ids FILE.npy or --text-a TEXT", EXIT_USAGE)
-    if args.ids is None and args.segment_ids is not None:
-        raise CLIError("--segment-ids goes with --ids (text pairs get their own)", EXIT_USAGE)
-    if args.ids is not None and args.out is None:
-        raise CLIError("--ids needs --out FILE.npy", EXIT_USAGE)
-    layer = _load_model(args.model, args.dtype)
-    if args.ids is not None:
-        return _embed_file(args, layer)
-    return _embed_text(args, layer)
-
-
-# --------------------------------------------------------------------------
 # parser and entry point
 
 
@@ -685,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'bertembed COMMAND --help' for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"bertembed {__version__}")
+    from ._cli_bench import cmd_bench
+    from ._cli_embed import cmd_embed
+
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser(
@@ -827,5 +427,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+
+# --------------------------------------------------------------------------
+# names of the subcommand modules
+
+
+#: Names defined in the ``bench`` and ``embed`` modules, reachable as
+#: attributes of this one (imported on first use: those modules import this one).
+_ELSEWHERE = {
+    **dict.fromkeys(("cmd_bench", "plot_results", "_select_cases", "_case_text", "_write_text", "_require_matplotlib",
+                     "_result_times", "_result_group", "_result_batch"), "._cli_bench"),
+    **dict.fromkeys(("cmd_embed", "_NPY_MAGIC", "_load_ids", "_load_model", "_auto_chunk_rows", "_partial_path",
+                     "_same_file", "_bad_id_message", "_embed_file", "_tokenize_pair", "_embed_text"), "._cli_embed"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`_ELSEWHERE`, from the module that defines it."""
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __package__), name)
+
+
+def __dir__() -> list[str]:
+    """This module's names and those of :data:`_ELSEWHERE`."""
+    return sorted([*globals(), *_ELSEWHERE])
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m bertembed._cli``: run the package's copy of this module, the
+    # one the subcommand modules import, so that main catches their CLIError.
+    from ._cli import main as _package_main
+
+    sys.exit(_package_main())

@@ -1,0 +1,145 @@
+"""Peak memory of one bertembed call, relative to the size of its result.
+
+:func:`peak_memory` measures with tracemalloc in this process and, on Linux,
+with the peak resident set size (``VmHWM``) around the call in a fresh
+subprocess. The goal it checks is :data:`bertembed._bench.PEAK_MEMORY_GOAL`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tracemalloc
+from dataclasses import asdict, replace
+from typing import Any
+
+from ._api import max_threads
+from ._bench import PEAK_MEMORY_GOAL, Case, bertembed_call, make_inputs
+
+
+def _rss_status() -> tuple[int, int] | None:
+    """(VmRSS, VmHWM) of this process in bytes, from ``/proc/self/status`` (Linux).
+
+    VmHWM is the peak of this process image only; ``ru_maxrss`` would not
+    do, as Linux carries the parent's peak across fork and exec.
+    """
+    found = {}
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    found[key] = int(value.split()[0]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    if len(found) != 2:
+        return None
+    return found["VmRSS"], found["VmHWM"]
+
+
+def _rss_probe(spec: str) -> None:
+    """Child side of the RSS measurement: print RSS and peaks around one call."""
+    args = json.loads(spec)
+    case = Case(**args["case"])
+    cache: dict[Any, Any] = {}
+    call = bertembed_call(case, make_inputs(case, args["seed"], cache), args["threads"])
+    # Start the OpenMP pool (thread stacks) with a call too small to matter.
+    small = replace(case, batch=1, seq=min(case.seq, args["threads"]), out=False)
+    bertembed_call(small, make_inputs(small, args["seed"], cache), args["threads"])()
+    before = _rss_status()
+    call()
+    after = _rss_status()
+    if before is None or after is None:
+        print(json.dumps(None))
+        return
+    print(json.dumps({"before": before[0], "peak_before": before[1], "peak": after[1]}))
+
+
+def _rss_extra(case: Case, seed: int, threads: int) -> dict[str, Any]:
+    spec = json.dumps({"case": asdict(case), "seed": seed, "threads": threads})
+    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    code = f"from bertembed._bench_memory import _rss_probe; _rss_probe({spec!r})"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return {"rss_error": proc.stderr.strip().splitlines()[-1:]}
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    if got is None:
+        return {"rss_error": "no VmRSS/VmHWM in /proc/self/status"}
+    # The peak before the call must not exceed the RSS just before it, or the
+    # call's own peak could hide under an older one.
+    baseline = max(got["before"], got["peak_before"])
+    extra = got["peak"] - baseline
+    return {
+        "rss_extra_bytes": extra,
+        "rss_ratio": extra / case.result_bytes if case.result_bytes else None,
+        "rss_baseline_ok": got["peak_before"] <= got["before"] + (1 << 20),
+    }
+
+
+def peak_memory(
+    case: Case, *, seed: int = 0, threads: int | None = None, rss: bool = True
+) -> dict[str, Any]:
+    """Peak extra memory of one bertembed call, relative to its result's size.
+
+    Two measurements: tracemalloc in this process (NumPy reports its array
+    allocations to it), and, with ``rss`` on Linux, the rise of the peak
+    resident set size around the call in a fresh subprocess (which also sees
+    memory the kernel allocates with plain ``malloc``).
+
+    Parameters
+    ----------
+    case : Case
+    seed : int, default 0
+    threads : int, optional
+        Default :func:`bertembed.max_threads`.
+    rss : bool, default True
+        Also measure in a subprocess (skipped where ``/proc`` is missing).
+
+    Returns
+    -------
+    dict
+        ``case``, ``result_bytes``, ``extra_bytes`` and ``ratio``
+        (tracemalloc), ``rss_extra_bytes`` and ``rss_ratio`` (or
+        ``rss_error``), ``goal`` (:data:`PEAK_MEMORY_GOAL`) and ``met``. With
+        ``case.out`` the result buffer exists before the call, so the ratio
+        is close to 0.
+    """
+    nthreads = max_threads() if threads is None else threads
+    call = bertembed_call(case, make_inputs(case, seed), nthreads)
+    call()  # warm: lazily built constants are not the call's memory
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        result = call()
+        peak = tracemalloc.get_traced_memory()[1]
+        del result
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    extra = peak - base
+    ratio = extra / case.result_bytes if case.result_bytes else 0.0
+    report: dict[str, Any] = {
+        "case": case.name,
+        "threads": nthreads,
+        "result_bytes": case.result_bytes,
+        "extra_bytes": extra,
+        "ratio": ratio,
+        "goal": PEAK_MEMORY_GOAL,
+    }
+    worst = ratio
+    if rss and sys.platform.startswith("linux"):
+        report.update(_rss_extra(case, seed, nthreads))
+        if report.get("rss_ratio") is not None:
+            worst = max(worst, report["rss_ratio"])
+    report["met"] = bool(worst <= PEAK_MEMORY_GOAL)
+    return report

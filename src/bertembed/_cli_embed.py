@@ -1,0 +1,258 @@
+"""``bertembed embed``: a checkpoint applied to an id file, or to one sentence pair.
+
+With ``--ids`` the ids are memory-mapped and embedded chunk by chunk into a
+memory-mapped ``.npy`` file under a temporary name, renamed when complete
+(memory stays bounded by ``--chunk-rows``, or by
+:data:`bertembed._cli.AUTO_CHUNK_BYTES` of result per chunk); with
+``--text-a`` (and ``--text-b``) the pair is tokenised with the model's
+``tokenizer.json`` and its rows are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _cli
+from ._cli import EXIT_USAGE, EXPECTED_ERRORS, CLIError, ProgressBar, _check_out_dir, _describe
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _load_ids(path: Path, what: str) -> np.ndarray:
+    """A memory-mapped integer ``.npy`` array, or a CLIError that says what is wrong."""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(len(_NPY_MAGIC))
+    except IsADirectoryError:
+        raise CLIError(f"{path}: is a directory, expected a .npy file of {what}") from None
+    except OSError as exc:
+        raise CLIError(f"{path}: {exc.strerror or exc}") from None
+    if magic != _NPY_MAGIC:
+        raise CLIError(f"{path}: not a .npy file (save {what} with numpy.save)")
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CLIError(f"{path}: cannot read {what}: {exc}") from None
+    if arr.dtype.kind not in "iu":
+        raise CLIError(f"{path}: {what} must be integers, got dtype {arr.dtype}")
+    if arr.ndim not in (1, 2):
+        raise CLIError(f"{path}: {what} must have shape (B, S) or (S,), got shape {arr.shape}")
+    return arr
+
+
+def _load_model(path: Path, dtype: str | None) -> Any:
+    from ._model import BertEmbeddings
+
+    if not path.exists():
+        raise CLIError(f"{path}: no such model directory or file")
+    try:
+        return BertEmbeddings.from_pretrained(path, dtype=dtype)
+    except CLIError:
+        raise
+    except EXPECTED_ERRORS as exc:
+        raise CLIError(f"cannot load the model: {_describe(exc)}") from None
+
+
+def _auto_chunk_rows(seq: int, hidden: int, itemsize: int) -> int:
+    # Looked up on _cli at call time: it is defined (and may be patched) there.
+    return max(1, _cli.AUTO_CHUNK_BYTES // max(1, seq * hidden * itemsize))
+
+
+def _partial_path(out: Path) -> Path:
+    return out.with_name(f".{out.name}.partial-{os.getpid()}")
+
+
+def _same_file(a: Path, b: Path | None) -> bool:
+    if b is None:
+        return False
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _bad_id_message(
+    exc: IndexError,
+    chunks: Sequence[tuple[str, Path, np.ndarray, int, str]],
+    start: int,
+) -> str:
+    """Re-word an out-of-range error of one chunk with its position in the whole file."""
+    for name, path, chunk, rows, table in chunks:
+        bad = (chunk < 0) | (chunk >= rows)
+        if bad.any():
+            where = np.unravel_index(int(np.argmax(bad)), chunk.shape)
+            value = int(chunk[where])
+            index = [int(k) for k in where]
+            if chunk.ndim == 2:
+                index[0] += start
+            pos = ", ".join(str(k) for k in index)
+            return (
+                f"{path}: {name} {value} at [{pos}] is out of range for the model's "
+                f"{table} with {rows} rows"
+            )
+    return str(exc)
+
+
+def _embed_file(args: argparse.Namespace, layer: Any) -> int:
+    ids = _load_ids(args.ids, "token ids")
+    segs = None
+    if args.segment_ids is not None:
+        if layer.type_vocab_size == 0:
+            raise CLIError(f"{args.model}: the model has no segment table; drop --segment-ids")
+        segs = _load_ids(args.segment_ids, "segment ids")
+        if segs.shape != ids.shape:
+            raise CLIError(
+                f"shapes differ: {args.segment_ids} has shape {segs.shape}, "
+                f"{args.ids} has shape {ids.shape}"
+            )
+    _check_out_dir(args.out)
+    for src in (args.ids, args.segment_ids):
+        if _same_file(args.out, src):
+            raise CLIError(f"--out {args.out} would overwrite the input {src}")
+    seq = ids.shape[-1]
+    if seq > layer.max_positions:
+        raise CLIError(
+            f"{args.ids}: sequences of {seq} tokens are longer than the model's "
+            f"{layer.max_positions} positions"
+        )
+    hidden, dtype = layer.hidden_size, np.dtype(layer.dtype)
+    batch = ids.shape[0] if ids.ndim == 2 else 1
+    chunk = args.chunk_rows or _auto_chunk_rows(seq, hidden, dtype.itemsize)
+    if ids.ndim == 1:
+        chunk = 1  # one sequence: a single call
+    out_path: Path = args.out
+    tmp = _partial_path(out_path)
+    start_time = time.perf_counter()
+    try:
+        result = np.lib.format.open_memmap(
+            tmp, mode="w+", dtype=dtype, shape=(*ids.shape, hidden)
+        )
+        with ProgressBar(
+            batch, "embed", unit="rows" if ids.ndim == 2 else "sequence", enabled=not args.quiet
+        ) as bar:
+            for start in range(0, batch, chunk):
+                stop = min(start + chunk, batch)
+                if ids.ndim == 2:
+                    tok_chunk = ids[start:stop]
+                    seg_chunk = None if segs is None else segs[start:stop]
+                    target = result[start:stop]
+                else:
+                    tok_chunk, seg_chunk, target = ids, segs, result
+                try:
+                    layer(tok_chunk, seg_chunk, out=target, num_threads=args.threads)
+                except IndexError as exc:
+                    checks = [
+                        ("token id", args.ids, np.asarray(tok_chunk), layer.vocab_size,
+                         "token table"),
+                    ]
+                    if seg_chunk is not None:
+                        checks.append(
+                            ("segment id", args.segment_ids, np.asarray(seg_chunk),
+                             layer.type_vocab_size, "segment table")
+                        )
+                    raise CLIError(_bad_id_message(exc, checks, start)) from None
+                bar.update(stop)
+        result.flush()
+        del result
+        os.replace(tmp, out_path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    seconds = time.perf_counter() - start_time
+    tokens = int(np.prod(ids.shape))
+    rate = tokens / seconds if seconds > 0 else float("inf")
+    print(
+        f"wrote {out_path}: shape {(*ids.shape, hidden)} {dtype}, "
+        f"{tokens} tokens in {seconds:.2f} s ({rate:,.0f} tokens/s)"
+    )
+    return 0
+
+
+def _tokenize_pair(
+    model: Path, text_a: str, text_b: str | None
+) -> tuple[list[str], list[int], list[int]]:
+    """``[CLS] a [SEP] b [SEP]`` with the model's WordPiece tokenizer: tokens, ids, segments."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise CLIError(
+            "--text-a needs the optional 'tokenizers' package (pip install tokenizers); "
+            "or pass token ids with --ids"
+        ) from None
+    directory = model if model.is_dir() else model.parent
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        raise CLIError(f"{path}: not found; --text-a needs the model's tokenizer.json (or use --ids)")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # the tokenizers package raises a bare Exception
+        raise CLIError(f"{path}: cannot read the tokenizer: {exc}") from None
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    if cls_id is None or sep_id is None:
+        raise CLIError(f"{path}: the vocabulary has no [CLS] or [SEP] token (not a BERT tokenizer?)")
+    enc_a = tokenizer.encode(text_a, add_special_tokens=False)
+    tokens = ["[CLS]", *enc_a.tokens, "[SEP]"]
+    ids = [cls_id, *enc_a.ids, sep_id]
+    segments = [0] * len(ids)  # [CLS], sentence A and the first [SEP]
+    if text_b is not None:
+        enc_b = tokenizer.encode(text_b, add_special_tokens=False)
+        tokens += [*enc_b.tokens, "[SEP]"]
+        ids += [*enc_b.ids, sep_id]
+        segments += [1] * (len(enc_b.ids) + 1)  # sentence B and the second [SEP]
+    return tokens, ids, segments
+
+
+def _embed_text(args: argparse.Namespace, layer: Any) -> int:
+    tokens, ids, segments = _tokenize_pair(args.model, args.text_a, args.text_b)
+    if len(ids) > layer.max_positions:
+        raise CLIError(
+            f"the pair has {len(ids)} tokens, more than the model's {layer.max_positions} positions"
+        )
+    if layer.type_vocab_size < (2 if args.text_b is not None else 1):
+        raise CLIError(f"{args.model}: the model's segment table cannot hold sentence B")
+    tok_ids = np.array([ids], dtype=np.int64)
+    seg_ids = np.array([segments], dtype=np.int64)
+    E = layer(tok_ids, seg_ids, num_threads=args.threads)
+    width = max(len(t) for t in tokens)
+    print(f"{'pos':>4} {'token':<{width}} {'id':>6} {'seg':>3}  embedding (first values)")
+    for s, token in enumerate(tokens):
+        head = ", ".join(f"{v:+.4f}" for v in E[0, s, :4])
+        more = ", ..." if E.shape[-1] > 4 else ""
+        print(f"{s:>4} {token:<{width}} {ids[s]:>6} {segments[s]:>3}  [{head}{more}]")
+    if args.out is not None:
+        _check_out_dir(args.out)
+        tmp = _partial_path(args.out)
+        try:
+            with open(tmp, "wb") as fh:
+                np.save(fh, E)
+            os.replace(tmp, args.out)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        print(f"wrote {args.out}: shape {E.shape} {E.dtype}")
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    """Embed an id file (chunked, bounded memory) or one tokenised sentence pair."""
+    if args.text_a is None and args.text_b is not None:
+        raise CLIError("--text-b needs --text-a", EXIT_USAGE)
+    if (args.ids is None) == (args.text_a is None):
+        raise CLIError("give either --ids FILE.npy or --text-a TEXT", EXIT_USAGE)
+    if args.ids is None and args.segment_ids is not None:
+        raise CLIError("--segment-ids goes with --ids (text pairs get their own)", EXIT_USAGE)
+    if args.ids is not None and args.out is None:
+        raise CLIError("--ids needs --out FILE.npy", EXIT_USAGE)
+    layer = _load_model(args.model, args.dtype)
+    if args.ids is not None:
+        return _embed_file(args, layer)
+    return _embed_text(args, layer)
