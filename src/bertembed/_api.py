@@ -13,13 +13,15 @@ from . import _fork, _kernel
 from ._pool import pool as _pool
 
 #: Below this many output elements (B * S * H) one thread is used. Alone on
-#: a quiet machine two threads win from about 2**15 to 2**16 elements
+#: a quiet machine two threads win from about 2**15 elements
 #: (``benchmarks/threshold.py``); but next to other runtimes whose idle
 #: workers spin (torch, ONNX Runtime: a model after the embedding), waking a
-#: worker costs more than it saves up to about a million elements
-#: (float32 + LayerNorm, B=8 S=128 H=768: 571 us on one thread, 689 us on
-#: two, interleaved with NumPy, torch and ONNX Runtime). See README, "Threads".
-PARALLEL_MIN_ELEMENTS = 1 << 20
+#: worker costs about a millisecond, more than it saves below a few million
+#: elements. Interleaved with NumPy, torch and ONNX Runtime, float32 +
+#: LayerNorm took 1.03 ms on one thread and 2.01 ms on two at B=16 S=128
+#: H=768 (1.6M elements), 3.0 against 3.8 ms at B=32 S=128 (3.1M), and
+#: 11.3 against 9.9 ms at B=32 S=512 (12.6M). See README, "Threads".
+PARALLEL_MIN_ELEMENTS = 1 << 22
 
 #: LayerNorm results at least this big are written with non-temporal stores:
 #: they would not fit in cache anyway, and streaming them saves the read of
