@@ -37,11 +37,10 @@ _NO_LN32.flags.writeable = False
 
 # The kernel's specialisations by (ids, token table, small tables, result)
 # dtype: looked up directly, which is cheaper than Cython's fused dispatch.
-_C_NAMES = {"int32": "int32_t", "int64": "int64_t", "float32": "float", "float64": "double"}
+_C_TYPES = {"int32_t": np.int32, "int64_t": np.int64, "float": np.float32, "double": np.float64}
 _EMBED = {
-    tuple(np.dtype(n) for n in key): fn
+    tuple(np.dtype(_C_TYPES[part]) for part in sig.split("|")): fn
     for sig, fn in _kernel.embed.__signatures__.items()
-    for key in [tuple({v: k for k, v in _C_NAMES.items()}[part] for part in sig.split("|"))]
 }
 
 
