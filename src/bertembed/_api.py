@@ -86,8 +86,7 @@ def prepare_tables(
         pos, seg = pos.astype(np.float64), seg.astype(np.float64)
     ln = C.as_ln_params(ln_weight, ln_bias, hidden)
     eps = C.as_eps(ln_eps)
-    w, b = ln if ln is not None else (_NO_LN, _NO_LN)
-    w32, b32 = (w.astype(np.float32), b.astype(np.float32)) if ln is not None else (_NO_LN32, _NO_LN32)
+    w, b, w32, b32 = ln if ln is not None else (_NO_LN, _NO_LN, _NO_LN32, _NO_LN32)
     return Tables(tok, pos, seg, w, b, w32, b32, eps)
 
 

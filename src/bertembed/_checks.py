@@ -7,6 +7,7 @@ ValueError or IndexError with a message naming the argument.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -115,27 +116,43 @@ def as_table(name: str, value: Any) -> np.ndarray:
     return arr
 
 
+def _contiguous_as(arr: np.ndarray, dtype: type) -> np.ndarray:
+    if arr.dtype == dtype and arr.flags.c_contiguous:
+        return arr
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
 def as_ln_params(
     weight: Any, bias: Any, hidden: int
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """LayerNorm weight and bias as float64 (H,) arrays, or None for no LayerNorm."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """LayerNorm weight and bias as (H,) arrays in float64 and in float32
+    (w64, b64, w32, b32; inputs already of a dtype are used as they are),
+    or None for no LayerNorm."""
     if weight is None and bias is None:
         return None
     if weight is None or bias is None:
         raise ValueError("ln_weight and ln_bias must be given together (both or neither)")
-    out = []
+    checked = []
     for name, value in (("ln_weight", weight), ("ln_bias", bias)):
         arr = np.asarray(value)
         if arr.dtype.kind not in "fiu" or arr.dtype.kind == "b":
             raise TypeError(f"{name} must be a float array, got dtype {arr.dtype}")
         if arr.shape != (hidden,):
             raise ValueError(f"{name} must have shape ({hidden},), got shape {arr.shape}")
-        out.append(np.ascontiguousarray(arr, dtype=np.float64))
-    return out[0], out[1]
+        checked.append(arr)
+    w, b = checked
+    return (
+        _contiguous_as(w, np.float64),
+        _contiguous_as(b, np.float64),
+        _contiguous_as(w, np.float32),
+        _contiguous_as(b, np.float32),
+    )
 
 
 def as_eps(value: Any) -> float:
     """``ln_eps`` as a finite positive float."""
+    if type(value) is float and 0.0 < value < math.inf:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"ln_eps must be a real number, got {type(value).__name__}")
     eps = float(value)
