@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from bertembed import _bench
+from bertembed import _bench, _bench_memory, _bench_peers
 
 
 def _progress(done: int, total: int, label: str) -> None:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="threads for every contender")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--cases", metavar="SUBSTRING", help="only cases whose name contains it")
-    parser.add_argument("--peers", help=f"comma-separated subset of {','.join(_bench.PEERS)}")
+    parser.add_argument("--peers", help=f"comma-separated subset of {','.join(_bench_peers.PEERS)}")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory check")
     args = parser.parse_args(argv)
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             kind = (case.dtype, case.layer_norm, case.out)
             if kind not in seen:
                 seen.add(kind)
-                memory.append(_bench.peak_memory(case, threads=args.threads))
+                memory.append(_bench_memory.peak_memory(case, threads=args.threads))
         print()
         print(_memory_table(memory))
 

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from bertembed import _bench
+from bertembed import _bench, _bench_memory
 
 TINY = dict(V=50, P=16, H=8)
 SUM64 = _bench.Case("tiny-f64-sum", "float64", False, 2, 5, **TINY)
@@ -136,10 +136,10 @@ def test_goals_are_evaluated():
 
 def test_peak_memory_is_about_the_result():
     case = _bench.Case("mem", "float64", False, 4, 16, V=100, P=16, H=256)
-    report = _bench.peak_memory(case, threads=1, rss=False)
+    report = _bench_memory.peak_memory(case, threads=1, rss=False)
     assert report["result_bytes"] == 4 * 16 * 256 * 8
     assert 0.99 <= report["ratio"] <= 1.1
-    out = _bench.peak_memory(_bench.Case("mem-out", "float64", False, 4, 16, True,
+    out = _bench_memory.peak_memory(_bench.Case("mem-out", "float64", False, 4, 16, True,
                                          V=100, P=16, H=256), threads=1, rss=False)
     assert out["ratio"] < 0.1
     json.dumps(report)
@@ -148,7 +148,7 @@ def test_peak_memory_is_about_the_result():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS via /proc")
 def test_peak_memory_rss_subprocess():
     case = _bench.Case("mem", "float32", True, 2, 8, V=100, P=16, H=64)
-    report = _bench.peak_memory(case, threads=1)
+    report = _bench_memory.peak_memory(case, threads=1)
     assert "rss_ratio" in report, report.get("rss_error")
 
 

@@ -9,7 +9,7 @@ timed, so no ratio ever compares different work.
 This module holds the cases, inputs, timing, :func:`run` and
 :func:`format_table`. The peers live in :mod:`bertembed._bench_peers`
 (:data:`PEERS`) and the memory measurement in :mod:`bertembed._bench_memory`
-(:func:`peak_memory`); both are reachable from here too.
+(:func:`peak_memory`).
 
 Only NumPy is needed to import this module. torch, onnx and onnxruntime are
 imported when their peer is built; a missing one is reported as unavailable.
@@ -544,27 +544,3 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
     for p, status, reason in sorted(skipped):
         lines.append(f"{p}: {status}: {reason}")
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- moved names
-
-#: Names defined in the peer and memory modules, reachable as attributes of
-#: this one (imported on first use: those modules import this one).
-_ELSEWHERE = {
-    **dict.fromkeys(("PEERS", "_resolve_peers", "_mismatch", "_numpy_build", "_copyto_build", "_torch_build",
-                     "_ort_session", "_ort_build"), "._bench_peers"),
-    **dict.fromkeys(("peak_memory", "_rss_status", "_rss_probe", "_rss_extra"), "._bench_memory"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """A name of :data:`_ELSEWHERE`, from the module that defines it."""
-    module = _ELSEWHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __package__), name)
-
-
-def __dir__() -> list[str]:
-    """This module's names and those of :data:`_ELSEWHERE`."""
-    return sorted([*globals(), *_ELSEWHERE])

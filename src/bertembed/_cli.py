@@ -19,14 +19,13 @@ whose names are reachable from here too.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 
@@ -427,32 +426,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-
-# --------------------------------------------------------------------------
-# names of the subcommand modules
-
-
-#: Names defined in the ``bench`` and ``embed`` modules, reachable as
-#: attributes of this one (imported on first use: those modules import this one).
-_ELSEWHERE = {
-    **dict.fromkeys(("cmd_bench", "plot_results", "_select_cases", "_case_text", "_write_text", "_require_matplotlib",
-                     "_result_times", "_result_group", "_result_batch"), "._cli_bench"),
-    **dict.fromkeys(("cmd_embed", "_NPY_MAGIC", "_load_ids", "_load_model", "_auto_chunk_rows", "_partial_path",
-                     "_same_file", "_bad_id_message", "_embed_file", "_tokenize_pair", "_embed_text"), "._cli_embed"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """A name of :data:`_ELSEWHERE`, from the module that defines it."""
-    module = _ELSEWHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __package__), name)
-
-
-def __dir__() -> list[str]:
-    """This module's names and those of :data:`_ELSEWHERE`."""
-    return sorted([*globals(), *_ELSEWHERE])
 
 
 if __name__ == "__main__":
