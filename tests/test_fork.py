@@ -86,11 +86,11 @@ def _read_with_deadline(fd: int, deadline: float) -> bytes | None:
         chunks.append(chunk)
 
 
-def _fork_and_compute() -> np.ndarray:
-    """Fork; the child computes with num_threads=2 and sends the result back.
+def _in_child(body, timeout: float, what: str) -> bytes:
+    """Fork; the child runs ``body()`` and sends the bytes it returns back.
 
     Fails the test (after killing the child) if the child does not finish
-    within CHILD_TIMEOUT or exits abnormally.
+    within ``timeout`` seconds or exits abnormally.
     """
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -98,7 +98,7 @@ def _fork_and_compute() -> np.ndarray:
         code = 1
         try:
             os.close(rfd)
-            payload = pickle.dumps(_compute(2))
+            payload = body()
             with os.fdopen(wfd, "wb") as f:
                 f.write(payload)
             code = 0
@@ -108,16 +108,21 @@ def _fork_and_compute() -> np.ndarray:
             os._exit(code)
     os.close(wfd)
     try:
-        data = _read_with_deadline(rfd, time.monotonic() + CHILD_TIMEOUT)
+        data = _read_with_deadline(rfd, time.monotonic() + timeout)
     finally:
         os.close(rfd)
     if data is None:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-        pytest.fail(f"forked child did not finish within {CHILD_TIMEOUT} s (hung)")
+        pytest.fail(f"{what} did not finish within {timeout} s (hung)")
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, f"child failed, status {status}"
-    return pickle.loads(data)
+    return data
+
+
+def _fork_and_compute() -> np.ndarray:
+    """Fork; the child computes with num_threads=2 and sends the result back."""
+    return pickle.loads(_in_child(lambda: pickle.dumps(_compute(2)), CHILD_TIMEOUT, "forked child"))
 
 
 def test_fork_after_parallel_region():
@@ -134,32 +139,13 @@ def test_fork_twice_and_from_a_child_of_a_child():
     for _ in range(2):
         np.testing.assert_allclose(_fork_and_compute(), EXPECTED, rtol=1e-12, atol=1e-12)
 
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(rfd)
-            _parallel_region_in_parent()
-            grandchild = _fork_and_compute()
-            np.testing.assert_allclose(grandchild, EXPECTED, rtol=1e-12, atol=1e-12)
-            os.write(wfd, b"ok")
-            code = 0
-        except BaseException:
-            code = 2
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    try:
-        data = _read_with_deadline(rfd, time.monotonic() + 2 * CHILD_TIMEOUT)
-    finally:
-        os.close(rfd)
-    if data is None:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("child that forked a grandchild hung")
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    def child() -> bytes:
+        _parallel_region_in_parent()
+        grandchild = _fork_and_compute()
+        np.testing.assert_allclose(grandchild, EXPECTED, rtol=1e-12, atol=1e-12)
+        return b"ok"
+
+    data = _in_child(child, 2 * CHILD_TIMEOUT, "child that forked a grandchild")
     assert data == b"ok"
 
 
