@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -74,8 +75,12 @@ class BuildExt(build_ext):
 ext = Extension(
     "bertembed._kernel",
     ["src/bertembed/_kernel.pyx"],
-    include_dirs=["src/bertembed"],
-    depends=["src/bertembed/_omp.h", "src/bertembed/_rows.h", "src/bertembed/_ln32_body.h"],
+    include_dirs=["src/bertembed", numpy.get_include()],
+    # NumPy's C API (array data pointers without building memoryviews), the
+    # 1.23 API level: the wheels run with NumPy 1.23 and newer.
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_23_API_VERSION"),
+                   ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
+    depends=[f"src/bertembed/{h}" for h in ("_omp.h", "_rows.h", "_row_body.h", "_convert.h")],
 )
 
 setup(

@@ -53,6 +53,7 @@ else:
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 EPS64 = np.finfo(np.float64).eps
 EPS32 = np.finfo(np.float32).eps
+EPS16 = float(np.finfo(np.float16).eps)
 
 
 # ------------------------------------------------------------------ sources
@@ -321,10 +322,10 @@ def _check_result(case, got, ref, rdtype, fp32, ln):
         return
     mag = np.where(np.isfinite(case.abs_ref), case.abs_ref, 0.0)  # |t| + |p| + |g|
     if ln is None:
-        if not fp32:
+        if not fp32 and rdtype != F16:
             np.testing.assert_array_equal(got, ref)
             return
-        tol = 2 * EPS32 * mag
+        tol = 2 * EPS32 * mag if fp32 else np.zeros_like(mag)
     else:
         w, b = ln
         hdim = mag.shape[-1]
@@ -332,9 +333,12 @@ def _check_result(case, got, ref, rdtype, fp32, ln):
         with np.errstate(all="ignore"):
             rowmax = np.max(mag, axis=-1, keepdims=True)
             rstd = 1.0 / np.sqrt(np.var(case.raw_sum, axis=-1, keepdims=True) + case.eps)
-            tol = 16 * unit * (rowmax * (hdim + 2) * rstd * np.abs(w) + np.abs(b))
-            if rdtype == F32:
+            tol = 16 * unit * (rowmax * (hdim + 2) * rstd * np.abs(w) + (0.0 if b is None else np.abs(b)))
+            if rdtype in (F32, F16):
                 tol = tol + 4 * EPS32 * np.abs(ref)
+    if rdtype == F16:  # rounded once more, to float16 (through float32 when wide)
+        tol = tol + EPS16 * np.abs(ref.astype(np.float64)) + 2.0**-24
+    with np.errstate(all="ignore"):
         tol = np.where(np.isfinite(tol), tol, 0.0)
     gf, rf = np.isfinite(got), np.isfinite(ref)
     np.testing.assert_array_equal(gf, rf, err_msg="finite/non-finite pattern differs")
@@ -392,8 +396,8 @@ def run_case(draw) -> str:
     hid = tok_n.shape[1] if tok_n is not None else hidden
 
     # LayerNorm parameters and eps.
-    ln_mode = _choose(draw, ["none", "none", "both", "both", "int", "list", "f32"],
-                      ["weight-only", "bias-only", "wrong-shape", "complex", "object", "bool"])
+    ln_mode = _choose(draw, ["none", "none", "both", "both", "int", "list", "f32", "weight-only"],
+                      ["bias-only", "wrong-shape", "complex", "object", "bool"])
     ln_w = ln_b = None
     ln = None
     if ln_mode != "none":
@@ -406,9 +410,9 @@ def run_case(draw) -> str:
                 w, b = w.astype(F32), b.astype(F32)
             ln = (np.asarray(w, np.float64), np.asarray(b, np.float64))
             ln_w, ln_b = (w.tolist(), b.tolist()) if ln_mode == "list" else (w, b)
-        elif ln_mode == "weight-only":
+        elif ln_mode == "weight-only":  # LayerNorm without bias (ModernBERT)
             ln_w = w
-            case.errors.add(ValueError)
+            ln = (np.asarray(w, np.float64), None)
         elif ln_mode == "bias-only":
             ln_b = b
             case.errors.add(ValueError)
@@ -430,13 +434,13 @@ def run_case(draw) -> str:
         case.eps = float(eps_choice)
 
     # Result dtype.
-    dtype_choice = _choose(draw, [None, None, None, np.float32, np.float64, "float32", "f8"],
-                           [np.float16, np.int32, "banana", object])
+    dtype_choice = _choose(draw, [None, None, None, np.float32, np.float64, "float32", "f8", np.float16],
+                           [np.int32, "banana", object, np.complex64])
     try:
         dt_param = None if dtype_choice is None else np.dtype(dtype_choice)
     except TypeError:
         dt_param = "invalid"
-    if dt_param == "invalid" or (dt_param is not None and dt_param not in (F32, F64)):
+    if dt_param == "invalid" or (dt_param is not None and dt_param not in (F32, F64, F16)):
         case.errors.add(TypeError)
         dt_param = F64
 
@@ -497,7 +501,9 @@ def run_case(draw) -> str:
     elif dt_param is not None:
         rdtype = dt_param
     elif out_mode in ("good", "readonly", "strided", "wrong-shape", "overlap"):
-        rdtype = draw.pick([F32, F64])  # taken from out
+        rdtype = draw.pick([F32, F64, F16])  # taken from out
+    elif out_mode == "f16":
+        rdtype = F16  # taken from out
     else:
         rdtype = F64
     out = None
@@ -505,15 +511,16 @@ def run_case(draw) -> str:
         odt = rdtype
         oshape = rshape
         if out_mode == "wrong-dtype":
-            odt = F16 if (api == "function" and dt_param is None) else (F32 if rdtype == F64
-                                                                         else F64)
+            odt = np.dtype(np.int32) if (api == "function" and dt_param is None) else (
+                F32 if rdtype == F64 else F64)
             case.errors.add(TypeError)
         elif out_mode == "swapped":
             odt = rdtype.newbyteorder()
             case.errors.add(TypeError)
         elif out_mode == "f16":
             odt = F16
-            case.errors.add(TypeError)
+            if rdtype != F16:
+                case.errors.add(TypeError)
         elif out_mode == "wrong-shape":
             oshape = (*rshape[:-1], hid + 1)
             case.errors.add(ValueError)
@@ -531,7 +538,7 @@ def run_case(draw) -> str:
                 case.errors.add(ValueError)
         if out_mode == "overlap" and tok_eff.ndim in (1, 2) and hid > 0:
             # token_ids live inside `out`: the kernel would overwrite its own input.
-            view = out.view(np.int64 if odt.itemsize == 8 else np.int32)[..., 0]
+            view = out.view({8: np.int64, 4: np.int32, 2: np.int16}[odt.itemsize])[..., 0]
             view[...] = np.arange(view.size).reshape(view.shape) % max(vocab, 1)
             tok_ids, tok_eff = view, view
             tok_dtype_fault = False
@@ -595,7 +602,7 @@ def run_case(draw) -> str:
                         ln_weight=None if ln is None else ln[0],
                         ln_bias=None if ln is None else ln[1], ln_eps=case.eps, dtype=rdtype)
         kernel_pos = pos_dt if (seg_dt is None or seg_dt == pos_dt) else F64
-        fp32 = rdtype == F32 and tok_dt == F32 and kernel_pos == F32
+        fp32 = rdtype in (F32, F16) and tok_dt == F32 and kernel_pos == F32
         with np.errstate(all="ignore"):
             case.raw_sum = reference(tok_eff, seg_eff, tok_n, pos_n, seg_n,
                                      position_ids=pos_eff)

@@ -40,9 +40,9 @@ def reference(
     if ln_weight is not None:
         mean = e.mean(axis=-1, keepdims=True)
         var = ((e - mean) ** 2).mean(axis=-1, keepdims=True)
-        e = (e - mean) / np.sqrt(var + ln_eps) * np.asarray(ln_weight, np.float64) + np.asarray(
-            ln_bias, np.float64
-        )
+        e = (e - mean) / np.sqrt(var + ln_eps) * np.asarray(ln_weight, np.float64)
+        if ln_bias is not None:
+            e = e + np.asarray(ln_bias, np.float64)
     if one_d:
         e = e[0]
     return e.astype(dtype)
@@ -53,3 +53,68 @@ def tolerance(dtype) -> dict[str, float]:
     if np.dtype(dtype) == np.float32:
         return {"rtol": 1e-5, "atol": 1e-6}
     return {"rtol": 1e-12, "atol": 1e-12}
+
+
+def values64(table, scale=None) -> np.ndarray:
+    """A table's values in float64: float16/float32/float64 as they are,
+    bfloat16 (ml_dtypes, or uint16 bits) widened exactly, int8 times its
+    per-row scale."""
+    arr = np.asarray(table)
+    if arr.dtype.name == "bfloat16" or (arr.dtype == np.uint16 and scale is None):
+        return (arr.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if arr.dtype == np.int8:
+        return arr.astype(np.float64) * np.asarray(scale, np.float64)[:, None]
+    return arr.astype(np.float64)
+
+
+def twin(
+    token_ids,
+    tok,
+    *,
+    pos=None,
+    position_ids=None,
+    seg=None,
+    segment_ids=None,
+    task=None,
+    task_type_ids=None,
+    ln_weight=None,
+    ln_bias=None,
+    ln_eps=1e-12,
+    keep=None,
+    tok_scale=None,
+) -> np.ndarray:
+    """Every term the kernel can add, in float64 (the plain twin of the kernel).
+
+    ``position_ids`` default 0..S-1 (when there is a position table);
+    segment and task ids default 0; ``keep`` (B, S): rows with 0 are zeros.
+    """
+    ids = np.atleast_2d(np.asarray(token_ids)).astype(np.int64)
+    b, s = ids.shape
+    e = values64(tok, tok_scale)[ids]
+    if pos is not None:
+        pids = np.arange(s) if position_ids is None else np.asarray(position_ids, np.int64)
+        e = e + values64(pos)[np.broadcast_to(pids.reshape(-1, s), (b, s))]
+    for table, tids in ((seg, segment_ids), (task, task_type_ids)):
+        if table is not None:
+            t = np.zeros((b, s), np.int64) if tids is None else np.atleast_2d(np.asarray(tids, np.int64))
+            e = e + values64(table)[t]
+    if ln_weight is not None:
+        mean = e.mean(axis=-1, keepdims=True)
+        var = ((e - mean) ** 2).mean(axis=-1, keepdims=True)
+        e = (e - mean) / np.sqrt(var + ln_eps) * np.asarray(ln_weight, np.float64)
+        if ln_bias is not None:
+            e = e + np.asarray(ln_bias, np.float64)
+    if keep is not None:
+        e = np.where(np.atleast_2d(np.asarray(keep))[..., None] != 0, e, 0.0)
+    return e
+
+
+def result_tolerance(dtype) -> dict[str, float]:
+    """assert_allclose tolerances for results of ``dtype`` against :func:`twin`
+    (float32 arithmetic, then rounding to the result dtype)."""
+    name = np.dtype(dtype).name
+    if name == "float16":
+        return {"rtol": 2.0**-10, "atol": 2.0**-14}
+    if name == "bfloat16":
+        return {"rtol": 2.0**-7, "atol": 1e-6}
+    return tolerance(dtype)

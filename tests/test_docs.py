@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._pretrained", "bertembed._cli"]
+MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._pretrained", "bertembed._cli",
+           "bertembed._positions"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -20,7 +21,8 @@ def test_public_names():
     import bertembed
 
     assert set(bertembed.__all__) == {
-        "BertEmbeddings", "__version__", "bert_embeddings", "max_threads", "openmp_enabled", "show_config",
+        "BertEmbeddings", "PositionRule", "__version__", "bert_embeddings", "max_threads", "openmp_enabled",
+        "show_config",
     }
     assert isinstance(bertembed.openmp_enabled(), bool)
     assert bertembed.max_threads() >= 1

@@ -115,11 +115,12 @@ def test_non_float_tables_are_type_errors(tables, dtype):
     tok, pos, seg = tables
     bad = np.ones((50, 8), dtype=dtype)
     name = np.dtype(dtype)
-    with pytest.raises(TypeError, match=rf"^token_embeddings must be a float32 or float64 array, got dtype {name}"):
+    floats = "float32, float64, float16 or bfloat16 array"
+    with pytest.raises(TypeError, match=rf"^token_embeddings must be a {floats}, got dtype {name}"):
         bert_embeddings([[1]], None, bad, pos, seg)
-    with pytest.raises(TypeError, match=r"^position_embeddings must be a float32 or float64"):
+    with pytest.raises(TypeError, match=rf"^position_embeddings must be a {floats}"):
         bert_embeddings([[1]], None, tok, bad[:16], seg)
-    with pytest.raises(TypeError, match=r"^segment_embeddings must be a float32 or float64"):
+    with pytest.raises(TypeError, match=rf"^segment_embeddings must be a {floats}"):
         bert_embeddings([[1]], None, tok, pos, bad[:2])
 
 
@@ -129,9 +130,9 @@ def test_table_that_is_not_numeric(tables):
         bert_embeddings([[1]], None, [["a", "b"]], pos, seg)
 
 
-@pytest.mark.parametrize("dtype", [np.int32, "float16", "complex64", "U3"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, "float128", "complex64", "U3"])
 def test_bad_result_dtype(tables, dtype):
-    with pytest.raises(TypeError, match=r"^dtype must be float32 or float64"):
+    with pytest.raises(TypeError, match=r"^dtype must be float32, float64, float16 or bfloat16"):
         bert_embeddings([[1]], None, *tables, dtype=dtype)
 
 
@@ -271,7 +272,7 @@ BAD_CALLS = [
     ("seg shape", dict(segment_ids=[[0, 1, 0]]), ValueError),
     ("float ids", dict(token_ids=[[1.0, 2.0]]), TypeError),
     ("threads", dict(num_threads=0), ValueError),
-    ("ln half", dict(ln_weight=np.ones(8)), ValueError),
+    ("ln half", dict(ln_bias=np.ones(8)), ValueError),
     ("eps", dict(ln_weight=np.ones(8), ln_bias=np.zeros(8), ln_eps=-1.0), ValueError),
 ]
 

@@ -73,11 +73,23 @@ def test_layer_with_layernorm(rng):
     np.testing.assert_allclose(got, want, **tolerance(np.float32))
 
 
-def test_weight_without_bias(rng):
-    ids, sids, tok, pos, seg, w, b = setup(rng)
-    with pytest.raises(ValueError, match=r"ln_weight and ln_bias must be given together"):
-        bert_embeddings(ids, sids, tok, pos, seg, ln_weight=w)
-    with pytest.raises(ValueError, match=r"ln_weight and ln_bias must be given together"):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weight_without_bias_is_layernorm_without_bias(rng, dtype):
+    """ModernBERT's LayerNorm has no bias: a weight alone gives exactly that."""
+    ids, sids, tok, pos, seg, w, _ = setup(rng)
+    tables = [x.astype(dtype) for x in (tok, pos, seg)]
+    got = bert_embeddings(ids, sids, *tables, ln_weight=w, dtype=dtype)
+    want = reference(ids, sids, *tables, ln_weight=w, ln_bias=None, dtype=dtype)
+    np.testing.assert_allclose(got, want, **tolerance(dtype))
+    layer = BertEmbeddings(*tables, ln_weight=w)
+    np.testing.assert_allclose(layer(ids, sids), want, **tolerance(dtype))
+
+
+def test_bias_without_weight(rng):
+    ids, sids, tok, pos, seg, _, b = setup(rng)
+    with pytest.raises(ValueError, match=r"^ln_bias was given without ln_weight"):
+        bert_embeddings(ids, sids, tok, pos, seg, ln_bias=b)
+    with pytest.raises(ValueError, match=r"^ln_bias was given without ln_weight"):
         BertEmbeddings(tok, pos, seg, ln_bias=b)
 
 

@@ -130,11 +130,11 @@ def test_matches_safetensors_own_reader(tmp_path):
     path = write_dir(tmp_path / "c", tensors)
     theirs = st_numpy.load_file(str(path / "model.safetensors"))
     layer = BertEmbeddings.from_pretrained(path)
-    np.testing.assert_array_equal(layer._tables.tok, theirs["bert." + STANDARD["tok"]])
-    np.testing.assert_array_equal(layer._tables.pos, theirs["bert." + STANDARD["pos"]])
-    np.testing.assert_array_equal(layer._tables.seg, theirs["bert." + STANDARD["seg"]])
-    np.testing.assert_array_equal(layer._tables.ln_weight, theirs["bert." + STANDARD["w"]])
-    np.testing.assert_array_equal(layer._tables.ln_bias, theirs["bert." + STANDARD["b"]])
+    np.testing.assert_array_equal(layer._tables.tok.data, theirs["bert." + STANDARD["tok"]])
+    np.testing.assert_array_equal(layer._tables.pos.data, theirs["bert." + STANDARD["pos"]])
+    np.testing.assert_array_equal(layer._tables.seg.data, theirs["bert." + STANDARD["seg"]])
+    np.testing.assert_array_equal(layer._tables.ln[0], theirs["bert." + STANDARD["w"]])
+    np.testing.assert_array_equal(layer._tables.ln[1], theirs["bert." + STANDARD["b"]])
 
 
 # ---------------------------------------------------------------- dtypes
@@ -147,7 +147,7 @@ def test_matches_safetensors_own_reader(tmp_path):
 def test_table_dtypes(tmp_path, stored, table_dtype):
     tables = make_tables(stored)
     layer = BertEmbeddings.from_pretrained(write_dir(tmp_path / "c", tensors_for(tables)))
-    assert layer._tables.tok.dtype == table_dtype
+    assert layer._tables.tok.data.dtype == table_dtype
     assert layer.dtype == table_dtype  # dtype=None: the tables' dtype
     result = layer(IDS, SEG)
     assert result.dtype == table_dtype
@@ -167,7 +167,7 @@ def test_bfloat16_is_widened_to_float32(tmp_path):
         data, at = data + raw, at + len(raw)
     layer = BertEmbeddings.from_pretrained(write_raw(tmp_path / "bf16.safetensors", header, data))
     assert layer.dtype == np.float32
-    np.testing.assert_array_equal(layer._tables.tok, exact["tok"])
+    np.testing.assert_array_equal(layer._tables.tok.data, exact["tok"])
     np.testing.assert_allclose(layer(IDS, SEG), expected(exact), **tolerance(np.float32))
 
 
@@ -176,8 +176,8 @@ def test_float64_result_from_float32_file(tmp_path):
     path = write_dir(tmp_path / "c", tensors_for(tables))
     layer = BertEmbeddings.from_pretrained(path, dtype=np.float64)
     assert layer.dtype == np.float64
-    assert layer._tables.tok.dtype == np.float32  # the mapped table is not converted
-    assert isinstance(layer._tables.tok, np.memmap)
+    assert layer._tables.tok.data.dtype == np.float32  # the mapped table is not converted
+    assert isinstance(layer._tables.tok.data, np.memmap)
     result = layer(IDS, SEG)
     assert result.dtype == np.float64
     np.testing.assert_allclose(result, expected(tables, dtype=np.float64), rtol=1e-12, atol=1e-12)
@@ -309,7 +309,7 @@ def test_inconsistent_tables(tmp_path):
 
 def test_bad_dtype_argument(tmp_path):
     path = write_dir(tmp_path / "c", tensors_for(make_tables()))
-    with pytest.raises(TypeError, match="dtype must be float32 or float64, got int32"):
+    with pytest.raises(TypeError, match="dtype must be float32, float64, float16 or bfloat16, got int32"):
         BertEmbeddings.from_pretrained(path, dtype=np.int32)
 
 
@@ -394,7 +394,7 @@ def test_tables_are_read_only_maps_of_the_file(tmp_path, stored):
     path = write_dir(tmp_path / "c", tensors_for(tables, "bert."))
     weights = path / "model.safetensors"
     layer = BertEmbeddings.from_pretrained(path)
-    for arr in (layer._tables.tok, layer._tables.pos, layer._tables.seg):
+    for arr in (layer._tables.tok.data, layer._tables.pos.data, layer._tables.seg.data):
         assert isinstance(arr, np.memmap)
         assert os.path.samefile(arr.filename, weights)
         assert not arr.flags.writeable
@@ -410,7 +410,7 @@ def test_tables_are_read_only_maps_of_the_file(tmp_path, stored):
     with open(weights, "r+b") as fh:
         fh.seek(8 + header_len + entry["data_offsets"][0] + 7 * row.nbytes)
         fh.write(row.tobytes())
-    np.testing.assert_array_equal(layer._tables.tok[7], row)
+    np.testing.assert_array_equal(layer._tables.tok.data[7], row)
     tables["tok"][7] = row
     after = layer(IDS, SEG)
     np.testing.assert_allclose(after, expected(tables, dtype=stored), **tolerance(stored))
@@ -420,7 +420,7 @@ def test_tables_are_read_only_maps_of_the_file(tmp_path, stored):
 
 def test_float16_tables_are_copies(tmp_path):
     path = write_dir(tmp_path / "c", tensors_for(make_tables(np.float16)))
-    tok = BertEmbeddings.from_pretrained(path)._tables.tok
+    tok = BertEmbeddings.from_pretrained(path)._tables.tok.data
     assert tok.dtype == np.float32
     assert not isinstance(tok, np.memmap)
 
@@ -440,7 +440,7 @@ def test_pickle_loaded_layer_is_small(tmp_path, monkeypatch, dtype):
     again = pickle.loads(blob)
     assert type(again) is BertEmbeddings
     assert again.dtype == layer.dtype == (np.float32 if dtype is None else np.float64)
-    assert isinstance(again._tables.tok, np.memmap)
+    assert isinstance(again._tables.tok.data, np.memmap)
     assert again._tables.eps == 1e-6
     np.testing.assert_array_equal(again(IDS, SEG), layer(IDS, SEG))
     np.testing.assert_array_equal(copy.deepcopy(layer)(IDS, SEG), layer(IDS, SEG))

@@ -1,16 +1,18 @@
 """bertembed: fast, safe BERT input embeddings for CPU inference.
 
-Public names: :func:`bert_embeddings`, :class:`BertEmbeddings`,
+Public names: :func:`bert_embeddings`, :class:`BertEmbeddings`, :class:`PositionRule`,
 :func:`openmp_enabled`, :func:`max_threads`, :func:`show_config`.
 """
 
 from ._api import bert_embeddings, max_threads, openmp_enabled
 from ._config import show_config
 from ._model import BertEmbeddings
+from ._positions import PositionRule
 from ._version import __version__
 
 __all__ = [
     "BertEmbeddings",
+    "PositionRule",
     "__version__",
     "bert_embeddings",
     "max_threads",

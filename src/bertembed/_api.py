@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Any, NamedTuple
 
@@ -10,7 +9,11 @@ import numpy as np
 
 from . import _checks as C
 from . import _fork, _kernel
+from . import _positions as P
+from . import _tables as T
 from ._pool import pool as _pool
+from ._positions import PositionRule
+from ._tables import Table
 
 #: Below this many output elements (B * S * H) one thread is used. Alone on
 #: a quiet machine two threads win from about 2**15 elements
@@ -30,35 +33,30 @@ PARALLEL_MIN_ELEMENTS = 1 << 22
 #: costs more than it saves (measured 12% slower for float64 B=32 S=512).
 STREAM_MIN_BYTES = 16 << 20
 
-_NO_LN = np.zeros(0, dtype=np.float64)
-_NO_LN.flags.writeable = False
-_NO_LN32 = np.zeros(0, dtype=np.float32)
-_NO_LN32.flags.writeable = False
-
-# The kernel's specialisations by (ids, token table, small tables, result)
-# dtype: looked up directly, which is cheaper than Cython's fused dispatch.
-_C_TYPES = {"int32_t": np.int32, "int64_t": np.int64, "float": np.float32, "double": np.float64}
-_EMBED = {
-    tuple(np.dtype(_C_TYPES[part]) for part in sig.split("|")): fn
-    for sig, fn in _kernel.embed.__signatures__.items()
-}
 
 
 class Tables(NamedTuple):
-    """Validated tables, ready for the kernel."""
+    """Validated tables and LayerNorm parameters, ready for the kernel."""
 
-    tok: np.ndarray
-    pos: np.ndarray
-    seg: np.ndarray | None
-    ln_weight: np.ndarray
-    ln_bias: np.ndarray
-    ln_weight32: np.ndarray
-    ln_bias32: np.ndarray
+    tok: Table
+    pos: Table | None
+    seg: Table | None
+    task: Table | None
+    ln: tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None] | None
     eps: float
 
     @property
     def hidden(self) -> int:
-        return int(self.tok.shape[1])
+        return self.tok.hidden
+
+    @property
+    def wide(self) -> bool:
+        """Whether a table is float64 (the rows are then computed in float64)."""
+        return any(t is not None and t.kind == T.F64 for t in (self.tok, self.pos, self.seg, self.task))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in (self.tok, self.pos, self.seg, self.task) if t is not None)
 
 
 def prepare_tables(
@@ -68,40 +66,40 @@ def prepare_tables(
     ln_weight: Any,
     ln_bias: Any,
     ln_eps: Any,
+    task_embeddings: Any = None,
+    table_dtype: str | None = None,
 ) -> Tables:
-    """Check the tables and LayerNorm parameters once; normalise them."""
-    tok = C.as_table("token_embeddings", token_embeddings)
-    pos = C.as_table("position_embeddings", position_embeddings)
-    seg = None if segment_embeddings is None else C.as_table("segment_embeddings", segment_embeddings)
-    hidden = tok.shape[1]
-    for name, table in (("position_embeddings", pos), ("segment_embeddings", seg)):
-        if table is not None and table.shape[1] != hidden:
+    """Check the tables and LayerNorm parameters once; normalise them.
+
+    Tables may be arrays or :class:`Table` (already normalised, e.g. mapped
+    from a checkpoint). `table_dtype` converts the token table (``int8``:
+    quantised, the others kept) or every table (a float dtype).
+    """
+    tok = _table("token_embeddings", token_embeddings)
+    pos = None if position_embeddings is None else _table("position_embeddings", position_embeddings)
+    seg = None if segment_embeddings is None else _table("segment_embeddings", segment_embeddings)
+    task = None if task_embeddings is None else _table("task_embeddings", task_embeddings)
+    hidden = tok.hidden
+    for name, table in (("position_embeddings", pos), ("segment_embeddings", seg), ("task_embeddings", task)):
+        if table is not None and table.hidden != hidden:
             raise ValueError(
-                f"hidden sizes differ: token_embeddings has shape {tok.shape}, "
-                f"{name} has shape {table.shape}"
+                f"hidden sizes differ: token_embeddings has shape {tok.data.shape}, "
+                f"{name} has shape {table.data.shape}"
             )
-    # Position and segment tables share one kernel type: if they differ, both
-    # become float64 (they are small; the token table is never converted).
-    if seg is not None and seg.dtype != pos.dtype:
-        pos, seg = pos.astype(np.float64), seg.astype(np.float64)
+    if table_dtype is not None:
+        tok = T.convert(tok, "token_embeddings", table_dtype)
+        if table_dtype != "int8":
+            pos, seg, task = (
+                None if t is None else T.convert(t, name, table_dtype)
+                for t, name in ((pos, "position_embeddings"), (seg, "segment_embeddings"), (task, "task_embeddings"))
+            )
     ln = C.as_ln_params(ln_weight, ln_bias, hidden)
     eps = C.as_eps(ln_eps)
-    w, b, w32, b32 = ln if ln is not None else (_NO_LN, _NO_LN, _NO_LN32, _NO_LN32)
-    return Tables(tok, pos, seg, w, b, w32, b32, eps)
+    return Tables(tok, pos, seg, task, ln, eps)
 
 
-@functools.lru_cache(maxsize=64)
-def _arange(n: int, dtype: np.dtype) -> np.ndarray:
-    arr = np.arange(n, dtype=dtype).reshape(1, n)
-    arr.flags.writeable = False
-    return arr
-
-
-@functools.lru_cache(maxsize=64)
-def _zeros(n: int, dtype: np.dtype) -> np.ndarray:
-    arr = np.zeros((1, n), dtype=dtype)
-    arr.flags.writeable = False
-    return arr
+def _table(name: str, value: Any) -> Table:
+    return value if isinstance(value, Table) else T.as_table(name, value)
 
 
 class _InFlight:
@@ -137,6 +135,11 @@ def auto_threads(elements: int, busy: int = 0) -> int:
     return max(1, _kernel.max_threads() // (1 + busy))
 
 
+def _same_shape(name: str, ids: np.ndarray, shape: tuple[int, ...]) -> None:
+    if ids.shape != shape:
+        raise ValueError(f"{name} has shape {ids.shape}, token_ids has shape {shape}")
+
+
 def embed_ids(
     t: Tables,
     token_ids: Any,
@@ -146,8 +149,18 @@ def embed_ids(
     dtype: np.dtype,
     num_threads: Any,
     originals: tuple[Any, ...] = (),
+    *,
+    rule: PositionRule = P.ABSOLUTE,
+    task_type_ids: Any = None,
+    attention_mask: Any = None,
+    zero_masked: bool = False,
 ) -> np.ndarray:
-    """Check the ids (and ``out``) against validated tables, then run the kernel."""
+    """Check the ids (and ``out``) against validated tables, then run the kernel.
+
+    `rule` numbers positions when `position_ids` is None. `attention_mask`
+    is checked whenever given; with `zero_masked` its 0 positions give rows
+    of zeros (DeBERTa's embedding module does this).
+    """
     nthreads = C.as_num_threads(num_threads)
     tok_ids = C.as_ids("token_ids", token_ids)
     if tok_ids.ndim not in (1, 2):
@@ -160,13 +173,18 @@ def embed_ids(
         if t.seg is None:
             raise ValueError("segment_ids was given but there is no segment_embeddings table")
         seg_ids = C.as_ids("segment_ids", segment_ids)
-        if seg_ids.shape != tok_ids.shape:
-            raise ValueError(
-                f"segment_ids has shape {seg_ids.shape}, token_ids has shape {tok_ids.shape}"
-            )
+        _same_shape("segment_ids", seg_ids, tok_ids.shape)
+    task_ids = None
+    if task_type_ids is not None:
+        if t.task is None:
+            raise ValueError("task_type_ids was given but there is no task_embeddings table")
+        task_ids = C.as_ids("task_type_ids", task_type_ids)
+        _same_shape("task_type_ids", task_ids, tok_ids.shape)
 
     pos_ids = None
     if position_ids is not None:
+        if t.pos is None:
+            raise ValueError("position_ids was given but there is no position_embeddings table")
         pos_ids = C.as_ids("position_ids", position_ids)
         allowed = {(seq,), (1, seq), (batch, seq)}
         if pos_ids.shape not in allowed:
@@ -174,49 +192,68 @@ def embed_ids(
                 f"position_ids has shape {pos_ids.shape}, expected (S,), (1, S) or (B, S) "
                 f"with token_ids of shape {tok_ids.shape}"
             )
-    elif seq > t.pos.shape[0]:
-        raise ValueError(
-            f"sequence length {seq} is larger than position_embeddings' {t.pos.shape[0]} rows"
-        )
+    elif t.pos is not None and rule.kind == "absolute" and seq + rule.offset > t.pos.rows:
+        if rule.offset:
+            raise ValueError(
+                f"sequence length {seq} with positions from {rule.offset} needs "
+                f"{seq + rule.offset} rows; position_embeddings has {t.pos.rows}"
+            )
+        raise ValueError(f"sequence length {seq} is larger than position_embeddings' {t.pos.rows} rows")
+    keep = None
+    if attention_mask is not None:
+        keep = C.as_mask(attention_mask, tok_ids.shape)
+        keep = keep.reshape(batch, seq) if zero_masked else None
 
     shape = (*tok_ids.shape, hidden)
     if out is not None:
         C.check_out(
             out, shape, dtype,
-            [token_ids, segment_ids, position_ids, *originals, t.tok, t.pos, t.seg],
+            [token_ids, segment_ids, position_ids, task_type_ids, attention_mask, *originals,
+             *(x.data for x in (t.tok, t.pos, t.seg, t.task) if x is not None)],
         )
     if batch * seq == 0:
         return out if out is not None else np.empty(shape, dtype)
 
-    kdt = C.id_dtype(tok_ids, seg_ids, pos_ids)
-    tk = C.ids_for_kernel("token_ids", tok_ids, t.tok.shape[0], "token_embeddings", kdt)
-    if tk.ndim == 1:
-        tk = tk.reshape(batch, seq)
-    if pos_ids is None:
-        pk = _arange(seq, kdt)
-    else:
-        pk = C.ids_for_kernel("position_ids", pos_ids, t.pos.shape[0], "position_embeddings", kdt)
-        pk = pk.reshape(-1, seq)
-    if t.seg is None:
-        gk, seg_table = pk, t.pos  # not read by the kernel
-    elif seg_ids is None:
-        if t.seg.shape[0] == 0:
-            raise IndexError("segment_ids (default 0) is out of range for segment_embeddings with 0 rows")
-        gk, seg_table = _zeros(seq, kdt), t.seg
-    else:
-        gk = C.ids_for_kernel("segment_ids", seg_ids, t.seg.shape[0], "segment_embeddings", kdt)
-        gk, seg_table = gk.reshape(batch, seq), t.seg
+    kdt = C.id_dtype(tok_ids, seg_ids, pos_ids, task_ids)
+    if P.needs_int64(rule, seq):
+        kdt = np.dtype(np.int64)
+    tk = C.ids_for_kernel("token_ids", tok_ids, t.tok.rows, "token_embeddings", kdt).reshape(batch, seq)
+    terms = []
+    if t.pos is not None:
+        if pos_ids is not None:
+            pk = C.ids_for_kernel("position_ids", pos_ids, t.pos.rows, "position_embeddings", kdt)
+            pk = pk.reshape(-1, seq)
+        elif rule.kind == "padding":
+            pk = P.padding_positions(tk, rule.padding_idx, t.pos.rows)
+        else:
+            pk = P.arange(seq, kdt, rule.offset)
+        terms.append((t.pos.data, t.pos.kind, pk))
+    for table, ids, name, what in (
+        (t.seg, seg_ids, "segment_ids", "segment_embeddings"),
+        (t.task, task_ids, "task_type_ids", "task_embeddings"),
+    ):
+        if table is None:
+            continue
+        if ids is None:
+            if table.rows == 0:
+                raise IndexError(f"{name} (default 0) is out of range for {what} with 0 rows")
+            terms.append((table.data, table.kind, None))
+        else:
+            gk = C.ids_for_kernel(name, ids, table.rows, what, kdt)
+            terms.append((table.data, table.kind, gk.reshape(batch, seq)))
 
     rows = batch * seq
     result = out if out is not None else _pool.empty(shape, dtype)
-    kernel = _EMBED[(kdt, t.tok.dtype, t.pos.dtype, result.dtype)]
+    out_kind = T.kind_of(result.dtype)
+    ln = t.ln if t.ln is not None else (None, None, None, None)
+    stream = t.ln is not None and result.nbytes >= STREAM_MIN_BYTES
     with _in_flight as busy:
         nt = auto_threads(rows * hidden, busy) if nthreads is None else nthreads
         nt = 1 if _fork.serial_only() else min(nt, rows)
-        kernel(
-            tk, pk, gk, t.tok, t.pos, seg_table, t.seg is not None,
-            t.ln_weight, t.ln_bias, t.ln_weight32, t.ln_bias32, t.eps,
-            result.reshape(rows, hidden), nt, t.ln_weight.shape[0] > 0 and result.nbytes >= STREAM_MIN_BYTES,
+        _kernel.embed(
+            tk, t.tok.data, t.tok.kind, t.tok.scale, tuple(terms),
+            ln[2], ln[3], ln[0], ln[1], t.eps, keep, result, out_kind,
+            t.wide or out_kind == T.F64, nt, stream,
         )
     return result
 
@@ -251,22 +288,28 @@ def bert_embeddings(
     segment_ids : array_like of int or None
         Same shape as `token_ids`: 0 for sentence A (including [CLS] and the
         first [SEP]), 1 for sentence B. None means all zeros.
-    token_embeddings, position_embeddings : array_like, shape (rows, H)
-        float32 or float64 tables (float16 is widened to float32; lists
-        become float64; other dtypes are a TypeError).
+    token_embeddings : array_like, shape (rows, H)
+        float32, float64, float16 or bfloat16 (``ml_dtypes.bfloat16``)
+        table, read as it is (never converted); lists become float64; other
+        dtypes are a TypeError.
+    position_embeddings : array_like, shape (rows, H), or None
+        Same dtypes. None leaves the position term out (DeBERTa-v2, ModernBERT).
     segment_embeddings : array_like, shape (rows, H), or None
-        None leaves the segment term out (RoBERTa/DistilBERT style).
+        Same dtypes. None leaves the segment term out (RoBERTa/DistilBERT style).
     position_ids : array_like of int, shape (S,), (1, S) or (B, S), optional
         Default: ``0 .. S-1`` for every row.
     ln_weight, ln_bias : array_like, shape (H,), optional
-        Both or neither: apply LayerNorm in the same pass (statistics in float64).
+        Apply LayerNorm in the same pass (statistics in float64). A weight
+        without a bias is a LayerNorm without bias; a bias alone is an error.
     ln_eps : float, default 1e-12
         LayerNorm epsilon, a finite positive number.
     out : numpy.ndarray, optional
         Writable C-contiguous result buffer of shape ``token_ids.shape + (H,)``,
         sharing no memory with any input. Untouched when an error is raised.
-    dtype : {None, numpy.float32, numpy.float64}
-        Result dtype. Default: `out`'s dtype if given, else float64.
+    dtype : {None, numpy.float32, numpy.float64, numpy.float16, "bfloat16"}
+        Result dtype. Default: `out`'s dtype if given, else float64. Rows are
+        computed in float64 when a table or the result is float64, else in
+        float32.
     num_threads : int, optional
         OpenMP threads; None picks one thread for small inputs, else
         ``max_threads()`` (which honours OMP_NUM_THREADS and threadpoolctl).
@@ -292,7 +335,7 @@ def bert_embeddings(
     tables = prepare_tables(
         token_embeddings, position_embeddings, segment_embeddings, ln_weight, ln_bias, ln_eps
     )
-    default = out.dtype if isinstance(out, np.ndarray) and out.dtype in C.FLOATS else np.dtype(np.float64)
+    default = out.dtype if isinstance(out, np.ndarray) and T.kind_of(out.dtype) is not None else np.dtype(np.float64)
     rdtype = C.as_result_dtype(dtype, default)
     return embed_ids(
         tables, token_ids, segment_ids, position_ids, out, rdtype, num_threads,

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from . import _kernel
+from ._tables import bfloat16_dtype, is_bfloat16
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+RESULTS = (*FLOATS, np.dtype(np.float16))
 _I32 = np.dtype(np.int32)
 _I64 = np.dtype(np.int64)
 # The range check's specialisations, looked up directly (cheaper than
@@ -83,39 +85,6 @@ def ids_for_kernel(
     return ids if ids.dtype == dtype else ids.astype(dtype)
 
 
-def as_table(name: str, value: Any) -> np.ndarray:
-    """A 2-D float32/float64 table, native and C-contiguous.
-
-    Lists and other non-arrays become float64. float16 arrays are widened to
-    float32. Any other dtype (integers, bool, complex, longdouble, object) is
-    a TypeError: converting them silently would hide a mistake.
-    """
-    if isinstance(value, np.ndarray):
-        arr = value
-    else:
-        try:
-            arr = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} must be a 2-D float array: {exc}") from None
-    dt = arr.dtype
-    if dt.kind == "f" and dt.itemsize == 2:
-        arr = arr.astype(np.float32)
-    elif dt.kind != "f" or dt.itemsize not in (4, 8):
-        raise TypeError(
-            f"{name} must be a float32 or float64 array, got dtype {dt} "
-            "(convert it with .astype(np.float32) or .astype(np.float64))"
-        )
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (rows, hidden), got shape {arr.shape}")
-    if arr.shape[1] == 0:
-        raise ValueError(f"{name} has hidden size 0, shape {arr.shape}")
-    if not arr.dtype.isnative:
-        arr = arr.astype(arr.dtype.newbyteorder("="))
-    if not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr)
-    return arr
-
-
 def _contiguous_as(arr: np.ndarray, dtype: type) -> np.ndarray:
     if arr.dtype == dtype and arr.flags.c_contiguous:
         return arr
@@ -124,16 +93,20 @@ def _contiguous_as(arr: np.ndarray, dtype: type) -> np.ndarray:
 
 def as_ln_params(
     weight: Any, bias: Any, hidden: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None] | None:
     """LayerNorm weight and bias as (H,) arrays in float64 and in float32
     (w64, b64, w32, b32; inputs already of a dtype are used as they are),
-    or None for no LayerNorm."""
+    or None for no LayerNorm. A weight without a bias is a LayerNorm without
+    bias (ModernBERT); a bias without a weight is an error."""
     if weight is None and bias is None:
         return None
-    if weight is None or bias is None:
-        raise ValueError("ln_weight and ln_bias must be given together (both or neither)")
+    if weight is None:
+        raise ValueError("ln_bias was given without ln_weight (a LayerNorm needs its weight)")
     checked = []
     for name, value in (("ln_weight", weight), ("ln_bias", bias)):
+        if value is None:
+            checked.append(None)
+            continue
         arr = np.asarray(value)
         if arr.dtype.kind not in "fiu" or arr.dtype.kind == "b":
             raise TypeError(f"{name} must be a float array, got dtype {arr.dtype}")
@@ -143,9 +116,9 @@ def as_ln_params(
     w, b = checked
     return (
         _contiguous_as(w, np.float64),
-        _contiguous_as(b, np.float64),
+        None if b is None else _contiguous_as(b, np.float64),
         _contiguous_as(w, np.float32),
-        _contiguous_as(b, np.float32),
+        None if b is None else _contiguous_as(b, np.float32),
     )
 
 
@@ -162,15 +135,17 @@ def as_eps(value: Any) -> float:
 
 
 def as_result_dtype(dtype: Any, default: np.dtype) -> np.dtype:
-    """The result dtype: float32 or float64."""
+    """The result dtype: float32, float64, float16 or bfloat16 (ml_dtypes)."""
     if dtype is None:
         return default
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return bfloat16_dtype()
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
-    if dt not in FLOATS:
-        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+        raise TypeError(f"dtype must be float32, float64, float16 or bfloat16, got {dtype!r}") from None
+    if dt not in RESULTS and not is_bfloat16(dt):
+        raise TypeError(f"dtype must be float32, float64, float16 or bfloat16, got {dt}")
     return dt
 
 
@@ -186,6 +161,17 @@ def as_num_threads(value: Any) -> int | None:
     if n <= 0:
         raise ValueError(f"num_threads must be a positive int or None, got {n}")
     return n
+
+
+def as_mask(value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``attention_mask``: integers or bools of the ids' shape; returned as
+    C-contiguous uint8 (1: keep the row, 0: a padding position)."""
+    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if arr.dtype.kind not in "biu":
+        raise TypeError(f"attention_mask must be an integer or bool array, got dtype {arr.dtype}")
+    if arr.shape != shape:
+        raise ValueError(f"attention_mask has shape {arr.shape}, token_ids has shape {shape}")
+    return np.ascontiguousarray(arr != 0).view(np.uint8)
 
 
 def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, inputs: list[Any]) -> None:

@@ -3,18 +3,21 @@
 # cython: freethreading_compatible=True
 """Compute kernel of bertembed.
 
-The functions here trust their arguments: the Python shim in ``_api.py``
-has already checked dtypes, shapes, contiguity and every id's range.
-Nothing in a loop touches a Python object, and every loop runs without
-the GIL.
+The functions here trust their arguments: the Python shim (``_api.py``,
+``_checks.py``) has already checked dtypes, shapes, contiguity and every
+id's range. Nothing in a loop touches a Python object, and every loop runs
+without the GIL. The row arithmetic lives in C (``_rows.h``), compiled once
+per instruction set.
 """
 
 import os
 
+cimport numpy as cnp
 from cython.parallel cimport parallel, prange, threadid
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
-from libc.math cimport sqrt
+
+cnp.import_array()
 
 cdef extern from "_omp.h" nogil:
     int BE_OPENMP
@@ -22,15 +25,42 @@ cdef extern from "_omp.h" nogil:
     const char *BE_COMPILER
     int be_max_threads()
     int be_release_threads()
-    void be_prefetch_row(const void *p, size_t nbytes)
 
 cdef extern from "_rows.h" nogil:
+    ctypedef struct be_term:
+        const char *data
+        Py_ssize_t row_bytes
+        int kind
+        const char *ids
+        Py_ssize_t ids_bstride
+
+    ctypedef struct be_job:
+        Py_ssize_t S, H, slot
+        int id64
+        const char *tok_ids
+        const char *tok
+        Py_ssize_t tok_row_bytes
+        int tok_kind
+        const float *tok_scale
+        be_term terms[3]
+        int nterms
+        int ln
+        const float *w32
+        const float *b32
+        const double *w64
+        const double *b64
+        double eps
+        const unsigned char *keep
+        char *out
+        Py_ssize_t out_row_bytes
+        int out_kind
+        int wide
+        int stream
+
+    int BE_SCRATCH_SLOTS
     void be_rows_init(const char *cap)
     const char *be_isa
-    void be_ln32(const float *t, const float *p, const float *g, float *o, Py_ssize_t H,
-                 int has_seg, const float *w, const float *b, double eps, float *buf)
-    void be_row_stats(const double *x, Py_ssize_t n, double *mean, double *var)
-    void be_stream_copy(void *dst, const void *src, size_t n)
+    void be_row(const be_job *j, Py_ssize_t r, double *scratch)
     void be_store_fence()
 
 
@@ -45,18 +75,6 @@ _init_rows()
 ctypedef fused idx_t:
     int32_t
     int64_t
-
-ctypedef fused tok_t:
-    float
-    double
-
-ctypedef fused small_t:
-    float
-    double
-
-ctypedef fused out_t:
-    float
-    double
 
 
 def openmp_enabled():
@@ -108,149 +126,113 @@ def first_out_of_range(const idx_t[::1] ids, Py_ssize_t rows):
     return found
 
 
-cdef inline void _sum_row(const tok_t *t, const small_t *p, const small_t *g,
-                          out_t *o, Py_ssize_t H, bint has_seg) noexcept nogil:
-    """o = t + p (+ g), in the wider precision of the inputs and the result."""
-    cdef Py_ssize_t h
-    if tok_t is float and small_t is float and out_t is float:
-        if has_seg:
-            for h in range(H):
-                o[h] = t[h] + p[h] + g[h]
-        else:
-            for h in range(H):
-                o[h] = t[h] + p[h]
-    else:
-        if has_seg:
-            for h in range(H):
-                o[h] = <out_t>(<double>t[h] + <double>p[h] + <double>g[h])
-        else:
-            for h in range(H):
-                o[h] = <out_t>(<double>t[h] + <double>p[h])
+def padding_positions(const idx_t[:, ::1] ids, idx_t padding_idx, idx_t[:, ::1] out):
+    """RoBERTa's position ids: ``padding_idx`` for pads, else
+    ``padding_idx + 1 + (non-pad tokens before this one in its row)``.
 
-
-cdef inline void _norm_row(const tok_t *t, const small_t *p, const small_t *g,
-                           out_t *o, Py_ssize_t H, bint has_seg,
-                           const double *w, const double *b,
-                           const float *w32, const float *b32, double eps,
-                           double *buf) noexcept nogil:
-    """o = LayerNorm(t + p (+ g)) * w + b; mean and variance in float64.
-
-    All-float32 rows go to the C kernel (float32 data, vectorised for the
-    CPU's widest ISA); every other combination is computed in float64.
+    Returns the largest position written (``padding_idx`` if there is none).
     """
-    cdef Py_ssize_t h
-    cdef double mean, var, rstd
-    if tok_t is float and small_t is float and out_t is float:
-        be_ln32(t, p, g, o, H, has_seg, w32, b32, eps, <float *>buf)
-    else:
-        if has_seg:
-            for h in range(H):
-                buf[h] = <double>t[h] + <double>p[h] + <double>g[h]
-        else:
-            for h in range(H):
-                buf[h] = <double>t[h] + <double>p[h]
-        be_row_stats(buf, H, &mean, &var)
-        rstd = 1.0 / sqrt(var + eps)
-        for h in range(H):
-            o[h] = <out_t>((buf[h] - mean) * rstd * w[h] + b[h])
+    cdef Py_ssize_t b, s, B = ids.shape[0], S = ids.shape[1]
+    cdef int64_t count, top = padding_idx
+    with nogil:
+        for b in range(B):
+            count = padding_idx
+            for s in range(S):
+                if ids[b, s] == padding_idx:
+                    out[b, s] = padding_idx
+                else:
+                    count += 1
+                    out[b, s] = <idx_t>count
+            if count > top:
+                top = count
+    return top
 
 
-cdef inline void _one_row(Py_ssize_t r, Py_ssize_t S,
-                          const idx_t[:, ::1] token_ids,
-                          const idx_t[:, ::1] position_ids,
-                          const idx_t[:, ::1] segment_ids,
-                          const tok_t[:, ::1] tok, const small_t[:, ::1] pos,
-                          const small_t[:, ::1] seg, bint has_seg,
-                          const double *w, const double *b,
-                          const float *w32, const float *b32, double eps,
-                          out_t[:, ::1] out, double *scratch, bint stream) noexcept nogil:
-    cdef Py_ssize_t bi = r // S
-    cdef Py_ssize_t s = r - bi * S
-    cdef Py_ssize_t H = out.shape[1]
-    cdef Py_ssize_t pb = bi if position_ids.shape[0] > 1 else 0
-    cdef Py_ssize_t gb = bi if segment_ids.shape[0] > 1 else 0
-    cdef const small_t *g = &pos[0, 0]
-    cdef out_t *dst = &out[r, 0]
-    if has_seg:
-        g = &seg[<Py_ssize_t>segment_ids[gb, s], 0]
-    # Start fetching the whole next token row (a random row of a big table:
-    # the hardware prefetcher cannot guess it) while this one is computed.
-    if s + 1 < S:
-        be_prefetch_row(&tok[<Py_ssize_t>token_ids[bi, s + 1], 0], H * sizeof(tok_t))
-    if stream:
-        dst = <out_t *>(scratch + H)
-    if w == NULL:
-        _sum_row(&tok[<Py_ssize_t>token_ids[bi, s], 0],
-                 &pos[<Py_ssize_t>position_ids[pb, s], 0], g, dst, H, has_seg)
-    else:
-        _norm_row(&tok[<Py_ssize_t>token_ids[bi, s], 0],
-                  &pos[<Py_ssize_t>position_ids[pb, s], 0], g,
-                  dst, H, has_seg, w, b, w32, b32, eps, scratch)
-    if stream:
-        be_stream_copy(&out[r, 0], dst, H * sizeof(out_t))
+cdef inline const char *_data(object arr):
+    return <const char *>cnp.PyArray_DATA(<cnp.ndarray>arr)
 
 
-def embed(const idx_t[:, ::1] token_ids,
-          const idx_t[:, ::1] position_ids,
-          const idx_t[:, ::1] segment_ids,
-          const tok_t[:, ::1] tok,
-          const small_t[:, ::1] pos,
-          const small_t[:, ::1] seg,
-          bint has_seg,
-          const double[::1] ln_weight,
-          const double[::1] ln_bias,
-          const float[::1] ln_weight32,
-          const float[::1] ln_bias32,
-          double eps,
-          out_t[:, ::1] out,
-          int num_threads,
-          bint stream):
-    """Fill ``out[b * S + s]`` with the embedding of position (b, s).
+cdef inline Py_ssize_t _row_bytes(object arr):
+    cdef cnp.ndarray a = <cnp.ndarray>arr
+    return cnp.PyArray_DIMS(a)[cnp.PyArray_NDIM(a) - 1] * cnp.PyArray_ITEMSIZE(a)
 
-    ``position_ids`` and ``segment_ids`` have 1 or B rows (one row is shared
-    by the whole batch). Without a segment table pass ``has_seg=False`` and
-    any table of the right type as ``seg``. LayerNorm parameters of length 0
-    mean no LayerNorm (the float32 copies are used by all-float32 rows).
-    ``stream``: write finished rows with non-temporal stores (large results).
-    The caller has checked every id.
+
+def embed(object token_ids, object tok, int tok_kind, object tok_scale, tuple terms,
+          object w32, object b32, object w64, object b64, double eps,
+          object keep, object out, int out_kind, bint wide, int num_threads, bint stream):
+    """Fill ``out`` (C-contiguous, ``token_ids.shape + (H,)``) with the embeddings.
+
+    ``token_ids``: (B, S) C-contiguous int32 or int64; every other id array
+    has the same dtype. ``tok``: (V, H) table stored as ``tok_kind`` (0
+    float32, 1 float64, 2 float16, 3 bfloat16 bits as uint16, 4 int8 with
+    ``tok_scale`` (V,) float32). ``terms``: up to three ``(table, kind, ids)``
+    (position, segment, task), ``ids`` (1 or B, S), or None for row 0.
+    ``w32``/``w64`` None: no LayerNorm; ``b32``/``b64`` None: no bias.
+    ``keep``: None, or (B, S) uint8 (rows with 0 are zeros). ``wide``: compute
+    in float64. The caller has checked every id and every shape.
     """
-    cdef Py_ssize_t S = token_ids.shape[1]
-    cdef Py_ssize_t n = token_ids.shape[0] * S
-    cdef Py_ssize_t H = out.shape[1]
+    cdef cnp.ndarray ids = <cnp.ndarray>token_ids
+    cdef be_job job
+    cdef Py_ssize_t S = cnp.PyArray_DIMS(ids)[1]
+    cdef Py_ssize_t n = cnp.PyArray_DIMS(ids)[0] * S
+    cdef Py_ssize_t H = cnp.PyArray_DIMS(<cnp.ndarray>tok)[1]
     cdef Py_ssize_t r
-    cdef const double *w = NULL
-    cdef const double *b = NULL
-    cdef const float *w32 = NULL
-    cdef const float *b32 = NULL
+    cdef int k
     cdef double *scratch = NULL
     cdef double *mine = NULL
     cdef int nt = num_threads if (num_threads > 1 and BE_OPENMP) else 1
     if n == 0:
         return
-    if ln_weight.shape[0] > 0:
-        w, b = &ln_weight[0], &ln_bias[0]
-        w32, b32 = &ln_weight32[0], &ln_bias32[0]
-    if w != NULL or stream:
-        # Two float64 rows per thread (LayerNorm row, finished row to
-        # stream), allocated before the parallel region so that no thread
-        # can fail inside it.
-        scratch = <double *>malloc(nt * 2 * H * sizeof(double))
-        if scratch == NULL:
-            raise MemoryError("bertembed: no memory for per-thread row buffers")
+    job.S = S
+    job.H = H
+    job.slot = (H + 15) & ~(<Py_ssize_t>15)
+    job.id64 = cnp.PyArray_ITEMSIZE(ids) == 8
+    job.tok_ids = _data(ids)
+    job.tok = _data(tok)
+    job.tok_row_bytes = _row_bytes(tok)
+    job.tok_kind = tok_kind
+    job.tok_scale = <const float *>_data(tok_scale) if tok_scale is not None else NULL
+    job.nterms = len(terms)
+    for k in range(job.nterms):
+        table, kind, tids = terms[k]
+        job.terms[k].data = _data(table)
+        job.terms[k].row_bytes = _row_bytes(table)
+        job.terms[k].kind = kind
+        if tids is None:
+            job.terms[k].ids = NULL
+            job.terms[k].ids_bstride = 0
+        else:
+            job.terms[k].ids = _data(tids)
+            job.terms[k].ids_bstride = 0 if cnp.PyArray_DIMS(<cnp.ndarray>tids)[0] == 1 else S
+    job.ln = w32 is not None
+    job.w32 = <const float *>_data(w32) if w32 is not None else NULL
+    job.b32 = <const float *>_data(b32) if b32 is not None else NULL
+    job.w64 = <const double *>_data(w64) if w64 is not None else NULL
+    job.b64 = <const double *>_data(b64) if b64 is not None else NULL
+    job.eps = eps
+    job.keep = <const unsigned char *>_data(keep) if keep is not None else NULL
+    job.out = <char *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    job.out_row_bytes = H * cnp.PyArray_ITEMSIZE(<cnp.ndarray>out)
+    job.out_kind = out_kind
+    job.wide = wide
+    job.stream = stream
+    # Scratch rows per thread, allocated before the parallel region so that
+    # no thread can fail inside it.
+    scratch = <double *>malloc(nt * BE_SCRATCH_SLOTS * job.slot * sizeof(double))
+    if scratch == NULL:
+        raise MemoryError("bertembed: no memory for per-thread row buffers")
     try:
         if nt == 1:
             with nogil:
                 for r in range(n):
-                    _one_row(r, S, token_ids, position_ids, segment_ids, tok, pos, seg,
-                             has_seg, w, b, w32, b32, eps, out, scratch, stream)
+                    be_row(&job, r, scratch)
                 if stream:
                     be_store_fence()
         else:
             with nogil, parallel(num_threads=nt):
-                mine = scratch + threadid() * 2 * H if scratch != NULL else NULL
+                mine = scratch + threadid() * BE_SCRATCH_SLOTS * job.slot
                 for r in prange(n, schedule="dynamic", chunksize=16):
-                    _one_row(r, S, token_ids, position_ids, segment_ids, tok, pos, seg,
-                             has_seg, w, b, w32, b32, eps, out, mine, stream)
+                    be_row(&job, r, mine)
                 if stream:
                     be_store_fence()
     finally:

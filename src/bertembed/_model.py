@@ -8,7 +8,10 @@ from typing import Any
 import numpy as np
 
 from . import _checks as C
+from . import _positions as P
+from . import _tables as T
 from ._api import Tables, embed_ids, prepare_tables
+from ._positions import ABSOLUTE, NONE, PositionRule
 
 
 class BertEmbeddings:
@@ -16,17 +19,36 @@ class BertEmbeddings:
 
     Parameters
     ----------
-    token_embeddings, position_embeddings : array_like, shape (rows, H)
-        float32/float64 tables (see :func:`bertembed.bert_embeddings` for the
-        conversion rules). They are made contiguous once, here; a float32 or
-        float64 C-contiguous table is kept as is (no copy, read-only is fine).
+    token_embeddings : array_like, shape (rows, H)
+        float32, float64, float16 or bfloat16 (``ml_dtypes.bfloat16``) table
+        (see :func:`bertembed.bert_embeddings` for the rules). Tables are made
+        contiguous once, here; a C-contiguous table of one of these dtypes is
+        kept as it is (no copy; read-only is fine).
+    position_embeddings : array_like, shape (rows, H), or None
+        None: no position term (the position rule is then ``"none"``).
     segment_embeddings : array_like, shape (rows, H), optional
         None: no segment term.
     ln_weight, ln_bias : array_like, shape (H,), optional
-        Both or neither: fused LayerNorm.
+        Fused LayerNorm; a weight without a bias is a LayerNorm without bias.
     ln_eps : float, default 1e-12
-    dtype : {None, numpy.float32, numpy.float64}
-        Default result dtype; None means the token table's dtype.
+    dtype : {None, numpy.float32, numpy.float64, numpy.float16, "bfloat16"}
+        Default result dtype; None means float64 for a float64 token table,
+        float32 otherwise.
+    task_embeddings : array_like, shape (rows, H), optional
+        A fourth table (ERNIE's task types), read with ``task_type_ids``
+        (default 0) at each call.
+    position_rule : {"absolute", "padding", "none"} or PositionRule, default "absolute"
+        How positions are numbered when a call gives no ``position_ids``:
+        ``"absolute"`` 0..S-1 (BERT), ``"padding"`` RoBERTa's rule (needs
+        `padding_idx`); see :class:`bertembed.PositionRule`.
+    padding_idx : int, optional
+        The padding token id, for ``position_rule="padding"``.
+    table_dtype : {None, "float32", "float64", "float16", "bfloat16", "int8"}
+        Store the tables in this dtype (a converted copy). ``"int8"`` quantises
+        the token table only (one float32 scale per row, symmetric); the
+        others convert every table. None keeps the tables as given.
+    zero_masked_rows : bool, default False
+        Rows whose ``attention_mask`` is 0 come out as zeros (DeBERTa-v2).
 
     Examples
     --------
@@ -53,12 +75,28 @@ class BertEmbeddings:
         ln_bias: Any = None,
         ln_eps: float = 1e-12,
         dtype: Any = None,
+        task_embeddings: Any = None,
+        position_rule: PositionRule | str = "absolute",
+        padding_idx: int | None = None,
+        table_dtype: Any = None,
+        zero_masked_rows: bool = False,
     ) -> None:
-        self._tables: Tables = prepare_tables(
-            token_embeddings, position_embeddings, segment_embeddings, ln_weight, ln_bias, ln_eps
+        tables = prepare_tables(
+            token_embeddings, position_embeddings, segment_embeddings, ln_weight, ln_bias, ln_eps,
+            task_embeddings, T.as_table_dtype(table_dtype),
         )
-        self._dtype = C.as_result_dtype(dtype, self._tables.tok.dtype)
+        self._init(tables, dtype, _as_rule(position_rule, padding_idx, tables), bool(zero_masked_rows))
+
+    def _init(self, tables: Tables, dtype: Any, rule: PositionRule, zero_masked_rows: bool) -> None:
+        self._tables = tables
+        # float32 results for tables of at most 32 bits (float16, bfloat16
+        # and int8 included), float64 for float64 tables.
+        default = np.dtype(np.float64) if tables.tok.kind == T.F64 else np.dtype(np.float32)
+        self._dtype = C.as_result_dtype(dtype, default)
+        self._rule = rule
+        self._zero_masked = zero_masked_rows
         self._source: str | None = None  # checkpoint path, for cheap pickling
+        self._model_type: str | None = None
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike[str], *, dtype: Any = None) -> BertEmbeddings:
@@ -116,7 +154,7 @@ class BertEmbeddings:
 
         return load(cls, path, dtype=dtype)
 
-    def _fingerprint(self) -> tuple[int, int, int, int, bool, float]:
+    def _fingerprint(self) -> tuple[Any, ...]:
         """What must not change between pickling and unpickling a loaded layer."""
         return (
             self.vocab_size, self.max_positions, self.type_vocab_size, self.hidden_size,
@@ -135,11 +173,8 @@ class BertEmbeddings:
             from ._pretrained import reopen
 
             return reopen, (type(self), self._source, self._dtype.name, self._fingerprint())
-        t = self._tables
-        ln = (np.asarray(t.ln_weight), np.asarray(t.ln_bias)) if self.has_layer_norm else (None, None)
-        seg = None if t.seg is None else np.asarray(t.seg)
-        tables = (np.asarray(t.tok), np.asarray(t.pos), seg, *ln, t.eps)
-        return _rebuild, (type(self), tables, self._dtype.name)
+        return _rebuild, (type(self), self._tables, self._dtype.str if not T.is_bfloat16(self._dtype)
+                          else "bfloat16", self._rule, self._zero_masked)
 
     def __call__(
         self,
@@ -147,10 +182,35 @@ class BertEmbeddings:
         segment_ids: Any = None,
         *,
         position_ids: Any = None,
+        task_type_ids: Any = None,
+        attention_mask: Any = None,
         out: np.ndarray | None = None,
         num_threads: int | None = None,
     ) -> np.ndarray:
         """Embed ``token_ids`` (shape (B, S) or (S,)); see :func:`bertembed.bert_embeddings`.
+
+        Parameters
+        ----------
+        token_ids : array_like of int, shape (B, S) or (S,)
+        segment_ids : array_like of int, optional
+            Token types; None means 0 everywhere.
+        position_ids : array_like of int, shape (S,), (1, S) or (B, S), optional
+            None: the layer's :attr:`position_rule` numbers them
+            (:meth:`position_ids` shows the result).
+        task_type_ids : array_like of int, optional
+            ERNIE's task types, for layers with a task table; None means 0.
+        attention_mask : array_like of int or bool, optional
+            Checked whenever given; used only by layers with
+            ``zero_masked_rows`` (DeBERTa-v2), whose padding rows are zeros.
+        out : numpy.ndarray, optional
+            Result buffer (see :func:`bertembed.bert_embeddings`).
+        num_threads : int, optional
+            OpenMP threads; None chooses automatically.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``token_ids.shape + (H,)``, dtype :attr:`dtype` (or `out`).
 
         Examples
         --------
@@ -161,23 +221,69 @@ class BertEmbeddings:
         [[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
         """
         return embed_ids(
-            self._tables, token_ids, segment_ids, position_ids, out, self._dtype, num_threads
+            self._tables, token_ids, segment_ids, position_ids, out, self._dtype, num_threads,
+            rule=self._rule, task_type_ids=task_type_ids, attention_mask=attention_mask,
+            zero_masked=self._zero_masked,
         )
+
+    def position_ids(self, token_ids: Any) -> np.ndarray:
+        """The position ids a call without ``position_ids`` uses for `token_ids`.
+
+        Parameters
+        ----------
+        token_ids : array_like of int, shape (B, S) or (S,)
+
+        Returns
+        -------
+        numpy.ndarray
+            int64, the shape of `token_ids`.
+
+        Raises
+        ------
+        ValueError
+            The layer has no position table, or a sequence is longer than it numbers.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from bertembed import BertEmbeddings
+        >>> layer = BertEmbeddings(np.ones((10, 2)), np.ones((8, 2)), position_rule="padding", padding_idx=1)
+        >>> layer.position_ids([[0, 5, 6, 2, 1, 1], [1, 1, 0, 7, 2, 1]]).tolist()
+        [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 1]]
+        """
+        ids = C.as_ids("token_ids", token_ids)
+        if ids.ndim not in (1, 2):
+            raise ValueError(f"token_ids must be 1-D (S,) or 2-D (B, S), got shape {ids.shape}")
+        t = self._tables
+        if t.pos is None:
+            raise ValueError("this layer has no position table (its position rule is 'none')")
+        flat = np.ascontiguousarray(np.atleast_2d(ids), dtype=np.int64)
+        rule, seq = self._rule, flat.shape[1]
+        if rule.kind == "padding":
+            pos = P.padding_positions(flat, rule.padding_idx, t.pos.rows)
+        else:
+            if seq + rule.offset > t.pos.rows:
+                raise ValueError(
+                    f"sequence length {seq} with positions from {rule.offset} needs "
+                    f"{seq + rule.offset} rows; position_embeddings has {t.pos.rows}"
+                )
+            pos = np.broadcast_to(P.arange(seq, np.dtype(np.int64), rule.offset), flat.shape).copy()
+        return pos.reshape(ids.shape)
 
     @property
     def vocab_size(self) -> int:
         """Rows of the token table."""
-        return int(self._tables.tok.shape[0])
+        return self._tables.tok.rows
 
     @property
     def max_positions(self) -> int:
-        """Rows of the position table."""
-        return int(self._tables.pos.shape[0])
+        """Rows of the position table (0 without one)."""
+        return 0 if self._tables.pos is None else self._tables.pos.rows
 
     @property
     def type_vocab_size(self) -> int:
         """Rows of the segment table (0 without one)."""
-        return 0 if self._tables.seg is None else int(self._tables.seg.shape[0])
+        return 0 if self._tables.seg is None else self._tables.seg.rows
 
     @property
     def hidden_size(self) -> int:
@@ -190,19 +296,67 @@ class BertEmbeddings:
         return self._dtype
 
     @property
+    def table_dtype(self) -> str:
+        """How the token table is stored: float32, float64, float16, bfloat16 or int8."""
+        return self._tables.tok.dtype_name
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all tables (int8 scales included; LayerNorm parameters not)."""
+        return self._tables.nbytes
+
+    @property
     def has_layer_norm(self) -> bool:
         """Whether LayerNorm is fused into each call."""
-        return self._tables.ln_weight.shape[0] > 0
+        return self._tables.ln is not None
+
+    @property
+    def position_rule(self) -> PositionRule:
+        """How positions are numbered when a call gives no ``position_ids``."""
+        return self._rule
+
+    @property
+    def zero_masked_rows(self) -> bool:
+        """Whether rows whose ``attention_mask`` is 0 come out as zeros (DeBERTa-v2)."""
+        return self._zero_masked
+
+    @property
+    def model_type(self) -> str | None:
+        """The checkpoint's ``model_type`` (None for a layer built from arrays)."""
+        return self._model_type
 
     def __repr__(self) -> str:
         return (
             f"BertEmbeddings(vocab_size={self.vocab_size}, max_positions={self.max_positions}, "
             f"type_vocab_size={self.type_vocab_size}, hidden_size={self.hidden_size}, "
-            f"dtype={self.dtype}, layer_norm={self.has_layer_norm})"
+            f"dtype={self.dtype}, table_dtype={self.table_dtype}, layer_norm={self.has_layer_norm}, "
+            f"position_rule={self._rule.kind})"
         )
 
 
-def _rebuild(cls: type[BertEmbeddings], tables: tuple[Any, ...], dtype: str) -> BertEmbeddings:
+def _as_rule(rule: PositionRule | str, padding_idx: int | None, tables: Tables) -> PositionRule:
+    """The layer's position rule from the constructor's arguments."""
+    if isinstance(rule, PositionRule):
+        if padding_idx is not None and padding_idx != rule.padding_idx:
+            raise ValueError("padding_idx is given twice: in position_rule and as padding_idx")
+    elif isinstance(rule, str):
+        if tables.pos is None and rule == "absolute" and padding_idx is None:
+            rule = "none"
+        rule = PositionRule(rule, padding_idx=padding_idx)
+    else:
+        raise TypeError(f"position_rule must be a PositionRule or a str, got {type(rule).__name__}")
+    if tables.pos is None and rule.kind != "none":
+        raise ValueError(f"the position rule {rule.kind!r} needs position_embeddings")
+    if tables.pos is not None and rule.kind == "none":
+        raise ValueError("the position rule 'none' is for layers without position_embeddings")
+    return rule
+
+
+def _rebuild(
+    cls: type[BertEmbeddings], tables: Tables, dtype: str, rule: PositionRule = ABSOLUTE,
+    zero_masked: bool = False,
+) -> BertEmbeddings:
     """Unpickle a layer built from arrays."""
-    tok, pos, seg, ln_weight, ln_bias, eps = tables
-    return cls(tok, pos, seg, ln_weight=ln_weight, ln_bias=ln_bias, ln_eps=eps, dtype=dtype)
+    layer = cls.__new__(cls)
+    layer._init(tables, dtype, rule if tables.pos is not None else NONE, zero_masked)
+    return layer

@@ -1,13 +1,17 @@
-/* Row kernels written in C for bertembed._kernel.
+/* Row kernels of bertembed._kernel, in C.
  *
- * be_ln32: float32 fused embedding sum + LayerNorm of one row. On x86-64
- * with GCC or clang the same body is compiled for AVX-512, AVX2+FMA and
- * the baseline, and be_rows_init() picks the best the CPU has. Elsewhere
- * (MSVC, arm64) only the baseline exists.
+ * One output row (one position of one sequence) is computed by be_row():
+ * the token row and the rows of the other terms (position, segment, task)
+ * are read in their stored dtype (float32, float64, float16, bfloat16, or
+ * int8 with one float32 scale per row for the token table), widened in
+ * registers, summed, optionally layer-normalised, and written in the result
+ * dtype. Arithmetic is float32 when every table and the result are at most
+ * 32-bit (as in the frameworks), float64 otherwise; LayerNorm statistics
+ * always accumulate in float64.
  *
- * be_stream_copy: copy a finished row to the result with non-temporal
- * stores on x86-64 (large results: no read-for-ownership of lines that are
- * about to be overwritten whole, no eviction of the tables from cache).
+ * On x86-64 with GCC or clang the row body is compiled three times (AVX-512,
+ * AVX2 + FMA + F16C, baseline) and be_rows_init() picks the best the CPU
+ * runs. Elsewhere (MSVC, arm64) only the portable body exists.
  */
 #ifndef BERTEMBED_ROWS_H
 #define BERTEMBED_ROWS_H
@@ -15,6 +19,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_convert.h"
+#include "_omp.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
@@ -24,6 +31,7 @@
 #endif
 
 #if (defined(__x86_64__)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
 #define BE_MULTIVERSION 1
 #else
 #define BE_MULTIVERSION 0
@@ -41,33 +49,49 @@ typedef float be_v8f __attribute__((vector_size(32)));
 #define BE_VECTOR_EXT 0
 #endif
 
-typedef void (*be_ln32_fn)(const float *, const float *, const float *, float *, Py_ssize_t,
-                           int, const float *, const float *, double, float *);
+/* Storage kinds of tables and results (the shim passes these numbers). */
+enum { BE_F32 = 0, BE_F64 = 1, BE_F16 = 2, BE_BF16 = 3, BE_I8 = 4 };
 
-#define BE_VD be_v4d
-#define BE_VF be_v4f
-#define BE_LN32_NAME be_ln32_base
-#define BE_LN32_ATTR
-#include "_ln32_body.h"
-#undef BE_LN32_NAME
-#undef BE_LN32_ATTR
+/* One looked-up term besides the token row: position, segment or task. */
+typedef struct {
+    const char *data;       /* table, C-contiguous rows */
+    Py_ssize_t row_bytes;   /* H * itemsize */
+    int kind;
+    const char *ids;        /* row ids (int32 or int64 like all ids); NULL: row 0 everywhere */
+    Py_ssize_t ids_bstride; /* ids between two sequences: 0 (one row shared) or S */
+} be_term;
 
-#if BE_MULTIVERSION
-#define BE_LN32_NAME be_ln32_avx2
-#define BE_LN32_ATTR __attribute__((target("avx2,fma")))
-#include "_ln32_body.h"
-#undef BE_LN32_NAME
-#undef BE_LN32_ATTR
-#undef BE_VD
-#undef BE_VF
-#define BE_VD be_v8d
-#define BE_VF be_v8f
-#define BE_LN32_NAME be_ln32_avx512
-#define BE_LN32_ATTR __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma")))
-#include "_ln32_body.h"
-#undef BE_LN32_NAME
-#undef BE_LN32_ATTR
-#endif
+/* Everything one call computes; read-only while rows are computed. */
+typedef struct {
+    Py_ssize_t S, H;
+    Py_ssize_t slot;        /* doubles per scratch slot (H rounded up) */
+    int id64;               /* ids are int64 (else int32) */
+    const char *tok_ids;    /* (B, S) */
+    const char *tok;
+    Py_ssize_t tok_row_bytes;
+    int tok_kind;
+    const float *tok_scale; /* int8 tables: one scale per row */
+    be_term terms[3];
+    int nterms;
+    int ln;                 /* LayerNorm */
+    const float *w32, *b32; /* b NULL: LayerNorm without bias */
+    const double *w64, *b64;
+    double eps;
+    const unsigned char *keep; /* (B, S): rows with 0 are written as zeros; NULL: none */
+    char *out;
+    Py_ssize_t out_row_bytes;
+    int out_kind;
+    int wide;               /* compute in float64 */
+    int stream;             /* write finished rows with non-temporal stores */
+} be_job;
+
+/* Scratch slots per thread (each `slot` doubles): four widened input rows,
+   the sum, the finished row. */
+#define BE_SCRATCH_SLOTS 6
+
+static inline Py_ssize_t be_id(const char *ids, int id64, Py_ssize_t i) {
+    return id64 ? (Py_ssize_t)((const int64_t *)ids)[i] : (Py_ssize_t)((const int32_t *)ids)[i];
+}
 
 /* Mean and variance of a float64 row in one pass over it (the row is in
    L1), eight independent accumulators, values shifted by the first one. */
@@ -83,32 +107,6 @@ static void be_row_stats(const double *x, Py_ssize_t n, double *mean, double *va
     *mean = k + m;
     d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
     *var = d < 0.0 ? 0.0 : d;
-}
-
-static be_ln32_fn be_ln32 = be_ln32_base;
-static const char *be_isa = "baseline";
-
-/* Pick the widest row kernel this CPU runs. BERTEMBED_ISA=baseline|avx2
- * caps it (for testing and for comparing). */
-static void be_rows_init(const char *cap) {
-#if BE_MULTIVERSION
-    int allow512 = !(cap && (strcmp(cap, "baseline") == 0 || strcmp(cap, "avx2") == 0));
-    int allow2 = !(cap && strcmp(cap, "baseline") == 0);
-    __builtin_cpu_init();
-    if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq")) {
-        be_ln32 = be_ln32_avx512;
-        be_isa = "avx512";
-    } else if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        be_ln32 = be_ln32_avx2;
-        be_isa = "avx2";
-    } else {
-        be_ln32 = be_ln32_base;
-        be_isa = "baseline";
-    }
-#else
-    (void)cap;
-#endif
 }
 
 static void be_stream_copy(void *dst_, const void *src_, size_t n) {
@@ -141,6 +139,67 @@ static void be_stream_copy(void *dst_, const void *src_, size_t n) {
 static void be_store_fence(void) {
 #if BE_HAVE_SSE2
     _mm_sfence();
+#endif
+}
+
+typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
+
+#define BE_CAT2(a, b) a##_##b
+#define BE_CAT(a, b) BE_CAT2(a, b)
+#define BE_FN(name) BE_CAT(name, BE_SUFFIX)
+
+#define BE_LEVEL 0
+#define BE_SUFFIX base
+#define BE_ATTR
+#define BE_VD be_v4d
+#define BE_VF be_v4f
+#include "_row_body.h"
+#undef BE_LEVEL
+#undef BE_SUFFIX
+#undef BE_ATTR
+
+#if BE_MULTIVERSION
+#define BE_LEVEL 1
+#define BE_SUFFIX avx2
+#define BE_ATTR __attribute__((target("avx2,fma,f16c")))
+#include "_row_body.h"
+#undef BE_LEVEL
+#undef BE_SUFFIX
+#undef BE_ATTR
+#undef BE_VD
+#undef BE_VF
+#define BE_VD be_v8d
+#define BE_VF be_v8f
+#define BE_LEVEL 2
+#define BE_SUFFIX avx512
+#define BE_ATTR __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c")))
+#include "_row_body.h"
+#endif
+
+static be_row_fn be_row = be_row_base;
+static const char *be_isa = "baseline";
+
+/* Pick the widest row kernel this CPU runs. BERTEMBED_ISA=baseline|avx2
+ * caps it (for testing and for comparing). */
+static void be_rows_init(const char *cap) {
+#if BE_MULTIVERSION
+    int allow512 = !(cap && (strcmp(cap, "baseline") == 0 || strcmp(cap, "avx2") == 0));
+    int allow2 = !(cap && strcmp(cap, "baseline") == 0);
+    __builtin_cpu_init();
+    if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c")) {
+        be_row = be_row_avx512;
+        be_isa = "avx512";
+    } else if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c")) {
+        be_row = be_row_avx2;
+        be_isa = "avx2";
+    } else {
+        be_row = be_row_base;
+        be_isa = "baseline";
+    }
+#else
+    (void)cap;
 #endif
 }
 

@@ -1,0 +1,266 @@
+/* Body of the row kernel, included once per instruction set by _rows.h with
+ * BE_LEVEL (0 baseline, 1 AVX2+FMA+F16C, 2 AVX-512), BE_SUFFIX, BE_ATTR,
+ * BE_VD and BE_VF defined. Every function here is static and carries the
+ * set's target attribute, so the compiler vectorises it for that set and
+ * inlines it into the row function. */
+
+/* A row of `kind` as float32: the row itself when it is float32, else
+   widened into buf. */
+static BE_ATTR inline const float *BE_FN(load32)(int kind, const char *row, float scale,
+                                                 Py_ssize_t H, float *buf) {
+    Py_ssize_t i = 0;
+    if (kind == BE_F32) return (const float *)row;
+    if (kind == BE_F16) {
+        const uint16_t *h = (const uint16_t *)row;
+#if BE_LEVEL >= 2
+        for (; i + 16 <= H; i += 16)
+            _mm512_storeu_ps(buf + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))));
+#endif
+#if BE_LEVEL >= 1
+        for (; i + 8 <= H; i += 8)
+            _mm256_storeu_ps(buf + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+        for (; i < H; i++) buf[i] = be_h2f(h[i]);
+    } else if (kind == BE_BF16) {
+        const uint16_t *h = (const uint16_t *)row;
+        for (; i < H; i++) buf[i] = be_bitsf((uint32_t)h[i] << 16);
+    } else { /* BE_I8 (float64 tables never reach a float32 row) */
+        const int8_t *q = (const int8_t *)row;
+        for (; i < H; i++) buf[i] = (float)q[i] * scale;
+    }
+    return buf;
+}
+
+/* A row of `kind` as float64: the row itself when it is float64, else
+   widened into buf. */
+static BE_ATTR inline const double *BE_FN(load64)(int kind, const char *row, float scale,
+                                                  Py_ssize_t H, double *buf) {
+    Py_ssize_t i;
+    if (kind == BE_F64) return (const double *)row;
+    if (kind == BE_F32) {
+        const float *f = (const float *)row;
+        for (i = 0; i < H; i++) buf[i] = (double)f[i];
+    } else if (kind == BE_F16) {
+        const uint16_t *h = (const uint16_t *)row;
+        for (i = 0; i < H; i++) buf[i] = (double)be_h2f(h[i]);
+    } else if (kind == BE_BF16) {
+        const uint16_t *h = (const uint16_t *)row;
+        for (i = 0; i < H; i++) buf[i] = (double)be_bitsf((uint32_t)h[i] << 16);
+    } else {
+        const int8_t *q = (const int8_t *)row;
+        for (i = 0; i < H; i++) buf[i] = (double)q[i] * (double)scale;
+    }
+    return buf;
+}
+
+/* o = s[0] + s[1] + ... (left to right, as NumPy sums the terms). */
+static BE_ATTR inline void BE_FN(sum32)(const float *const *s, int n, float *o, Py_ssize_t H) {
+    Py_ssize_t i;
+    const float *a = s[0], *b = s[1], *c = s[2], *d = s[3];
+    switch (n) {
+    case 1: memcpy(o, a, (size_t)H * sizeof(float)); break;
+    case 2: for (i = 0; i < H; i++) o[i] = a[i] + b[i]; break;
+    case 3: for (i = 0; i < H; i++) o[i] = a[i] + b[i] + c[i]; break;
+    default: for (i = 0; i < H; i++) o[i] = a[i] + b[i] + c[i] + d[i]; break;
+    }
+}
+
+static BE_ATTR inline void BE_FN(sum64)(const double *const *s, int n, double *o, Py_ssize_t H) {
+    Py_ssize_t i;
+    const double *a = s[0], *b = s[1], *c = s[2], *d = s[3];
+    switch (n) {
+    case 1: memcpy(o, a, (size_t)H * sizeof(double)); break;
+    case 2: for (i = 0; i < H; i++) o[i] = a[i] + b[i]; break;
+    case 3: for (i = 0; i < H; i++) o[i] = a[i] + b[i] + c[i]; break;
+    default: for (i = 0; i < H; i++) o[i] = a[i] + b[i] + c[i] + d[i]; break;
+    }
+}
+
+/* o = LayerNorm(x) * w (+ b), float32 data, statistics in float64. Values
+   are shifted by the row's first element, which keeps the one-pass variance
+   accurate when the mean is large. */
+static BE_ATTR inline void BE_FN(ln32)(const float *x, Py_ssize_t H, const float *w, const float *b,
+                                       double eps, float *o) {
+    double k = x[0], m, d, s1 = 0.0, s2 = 0.0;
+    float mean, rstd;
+    Py_ssize_t i = 0;
+#if BE_VECTOR_EXT
+    {
+        /* Four independent chains of float64 lanes, each widened once (a
+           single chain would make the row latency-bound). */
+        BE_VD z = {0}, vk = z + k, a0 = z, a1 = z, a2 = z, a3 = z;
+        BE_VD q0 = z, q1 = z, q2 = z, q3 = z, x0, x1, x2, x3;
+        BE_VF f0, f1, f2, f3;
+        const Py_ssize_t L = (Py_ssize_t)(sizeof(BE_VF) / sizeof(float));
+        int j;
+        for (; i + 4 * L <= H; i += 4 * L) {
+            memcpy(&f0, x + i, sizeof f0);
+            memcpy(&f1, x + i + L, sizeof f1);
+            memcpy(&f2, x + i + 2 * L, sizeof f2);
+            memcpy(&f3, x + i + 3 * L, sizeof f3);
+            x0 = __builtin_convertvector(f0, BE_VD) - vk;
+            x1 = __builtin_convertvector(f1, BE_VD) - vk;
+            x2 = __builtin_convertvector(f2, BE_VD) - vk;
+            x3 = __builtin_convertvector(f3, BE_VD) - vk;
+            a0 += x0;
+            a1 += x1;
+            a2 += x2;
+            a3 += x3;
+            q0 += x0 * x0;
+            q1 += x1 * x1;
+            q2 += x2 * x2;
+            q3 += x3 * x3;
+        }
+        a0 = (a0 + a1) + (a2 + a3);
+        q0 = (q0 + q1) + (q2 + q3);
+        for (j = 0; j < L; j++) {
+            s1 += a0[j];
+            s2 += q0[j];
+        }
+    }
+#endif
+    for (; i < H; i++) {
+        d = (double)x[i] - k;
+        s1 += d;
+        s2 += d * d;
+    }
+    m = s1 / (double)H;
+    d = s2 / (double)H;
+    d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
+    d = d < 0.0 ? 0.0 : d;
+    mean = (float)(k + m);
+    rstd = (float)(1.0 / sqrt(d + eps));
+    if (b != NULL)
+        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    else
+        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i];
+}
+
+static BE_ATTR inline void BE_FN(ln64)(const double *x, Py_ssize_t H, const double *w,
+                                       const double *b, double eps, double *o) {
+    double mean, var, rstd;
+    Py_ssize_t i;
+    be_row_stats(x, H, &mean, &var);
+    rstd = 1.0 / sqrt(var + eps);
+    if (b != NULL)
+        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    else
+        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i];
+}
+
+/* Write a float32 row as `kind` (float32, float16 or bfloat16). */
+static BE_ATTR inline void BE_FN(store32)(int kind, const float *x, char *dst, Py_ssize_t H) {
+    Py_ssize_t i = 0;
+    if (kind == BE_F32) {
+        memcpy(dst, x, (size_t)H * sizeof(float));
+    } else if (kind == BE_F16) {
+        uint16_t *h = (uint16_t *)dst;
+#if BE_LEVEL >= 2
+        for (; i + 16 <= H; i += 16)
+            _mm256_storeu_si256((__m256i *)(h + i),
+                                _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+#if BE_LEVEL >= 1
+        for (; i + 8 <= H; i += 8)
+            _mm_storeu_si128((__m128i *)(h + i),
+                             _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+        for (; i < H; i++) h[i] = be_f2h(x[i]);
+    } else {
+        uint16_t *h = (uint16_t *)dst;
+        for (; i < H; i++) h[i] = be_f2bf(x[i]);
+    }
+}
+
+/* Write a float64 row as `kind`; narrower kinds go through float32. */
+static BE_ATTR inline void BE_FN(store64)(int kind, const double *x, char *dst, Py_ssize_t H,
+                                          float *tmp) {
+    Py_ssize_t i;
+    if (kind == BE_F64) {
+        memcpy(dst, x, (size_t)H * sizeof(double));
+    } else if (kind == BE_F32) {
+        float *f = (float *)dst;
+        for (i = 0; i < H; i++) f[i] = (float)x[i];
+    } else {
+        for (i = 0; i < H; i++) tmp[i] = (float)x[i];
+        BE_FN(store32)(kind, tmp, dst, H);
+    }
+}
+
+static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch) {
+    const Py_ssize_t S = j->S, H = j->H, slot = j->slot;
+    const Py_ssize_t bi = r / S, s = r - bi * S;
+    const size_t out_bytes = (size_t)j->out_row_bytes;
+    char *dst = j->out + r * j->out_row_bytes;
+    /* Streamed rows are finished in the last scratch slot, then copied. */
+    char *fin = j->stream ? (char *)(scratch + (BE_SCRATCH_SLOTS - 1) * slot) : dst;
+    Py_ssize_t t, id;
+    float scale;
+    int n = 0, k;
+
+    if (j->keep != NULL && !j->keep[r]) {
+        memset(dst, 0, out_bytes);
+        return;
+    }
+    t = be_id(j->tok_ids, j->id64, r);
+    scale = j->tok_scale != NULL ? j->tok_scale[t] : 1.0f;
+    /* Start fetching the whole next token row (a random row of a big table:
+       the hardware prefetcher cannot guess it) while this one is computed. */
+    if (s + 1 < S)
+        be_prefetch_row(j->tok + be_id(j->tok_ids, j->id64, r + 1) * j->tok_row_bytes,
+                        (size_t)j->tok_row_bytes);
+    if (!j->wide) {
+        float *f = (float *)scratch;
+        const Py_ssize_t fs = 2 * slot; /* floats per slot */
+        const float *src[4] = {NULL, NULL, NULL, NULL};
+        const float *acc;
+        src[n++] = BE_FN(load32)(j->tok_kind, j->tok + t * j->tok_row_bytes, scale, H, f);
+        for (k = 0; k < j->nterms; k++) {
+            const be_term *m = &j->terms[k];
+            id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : 0;
+            src[n++] = BE_FN(load32)(m->kind, m->data + id * m->row_bytes, 1.0f, H, f + (1 + k) * fs);
+        }
+        if (j->ln) {
+            float *sum = f + 4 * fs;
+            if (n > 1) BE_FN(sum32)(src, n, sum, H);
+            acc = n > 1 ? sum : src[0];
+            if (j->out_kind == BE_F32) {
+                BE_FN(ln32)(acc, H, j->w32, j->b32, j->eps, (float *)fin);
+            } else {
+                BE_FN(ln32)(acc, H, j->w32, j->b32, j->eps, sum);
+                BE_FN(store32)(j->out_kind, sum, fin, H);
+            }
+        } else if (j->out_kind == BE_F32) {
+            BE_FN(sum32)(src, n, (float *)fin, H);
+        } else {
+            float *sum = f + 4 * fs;
+            if (n > 1) BE_FN(sum32)(src, n, sum, H);
+            BE_FN(store32)(j->out_kind, n > 1 ? sum : src[0], fin, H);
+        }
+    } else {
+        double *d = scratch;
+        const double *src[4] = {NULL, NULL, NULL, NULL};
+        double *sum = d + 4 * slot;
+        const double *acc;
+        src[n++] = BE_FN(load64)(j->tok_kind, j->tok + t * j->tok_row_bytes, scale, H, d);
+        for (k = 0; k < j->nterms; k++) {
+            const be_term *m = &j->terms[k];
+            id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : 0;
+            src[n++] = BE_FN(load64)(m->kind, m->data + id * m->row_bytes, 1.0f, H, d + (1 + k) * slot);
+        }
+        if (j->ln) {
+            double *o = j->out_kind == BE_F64 ? (double *)fin : d; /* d: free once summed */
+            if (n > 1) BE_FN(sum64)(src, n, sum, H);
+            acc = n > 1 ? sum : src[0];
+            BE_FN(ln64)(acc, H, j->w64, j->b64, j->eps, o);
+            if (j->out_kind != BE_F64) BE_FN(store64)(j->out_kind, o, fin, H, (float *)sum);
+        } else if (j->out_kind == BE_F64) {
+            BE_FN(sum64)(src, n, (double *)fin, H);
+        } else {
+            if (n > 1) BE_FN(sum64)(src, n, sum, H);
+            acc = n > 1 ? sum : src[0];
+            BE_FN(store64)(j->out_kind, acc, fin, H, (float *)(d + slot));
+        }
+    }
+    if (j->stream) be_stream_copy(dst, fin, out_bytes);
+}
