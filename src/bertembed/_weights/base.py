@@ -108,6 +108,6 @@ def finish(arr: np.ndarray) -> np.ndarray:
     contiguous native copy.
     """
     if not (arr.dtype.isnative and arr.flags.aligned):
-        arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
+        arr = np.array(arr, dtype=arr.dtype.newbyteorder("="), order="C")  # always a copy
     arr.flags.writeable = False
     return arr
