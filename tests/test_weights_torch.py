@@ -483,6 +483,21 @@ def test_torch_strided_and_offset_tensors(tmp_path):
 
 
 @pytest.mark.heavy
+def test_torch_parameters_and_pickle_protocol_4(tmp_path):
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Linear(5, 3)
+    kept = tmp_path / "keep_vars.pt"  # Parameters: torch._utils._rebuild_parameter
+    torch.save(model.state_dict(keep_vars=True), kept)
+    _check_against_torch(kept)
+    proto4 = tmp_path / "proto4.pt"  # FRAME, MEMOIZE, STACK_GLOBAL
+    torch.save(dict(model.named_parameters()), proto4, pickle_protocol=4)
+    src = open_weights(proto4)
+    for name, t in model.named_parameters():  # torch's weights_only reader refuses protocol 4
+        np.testing.assert_array_equal(src.array(name), t.detach().numpy())
+        assert_mapped(src.array(name), proto4)
+
+
+@pytest.mark.heavy
 def test_torch_load_also_refuses_the_malicious_file(tmp_path):
     torch = pytest.importorskip("torch")
     marker = tmp_path / "pwned"
