@@ -405,6 +405,7 @@ def _torch_reference(t):
     """A torch tensor as the NumPy array TensorSource.array gives (BF16 as raw bits)."""
     import torch
 
+    t = t.detach()
     if t.dtype == torch.bfloat16:
         return t.contiguous().view(torch.int16).numpy().view(np.uint16)
     return t.numpy()
