@@ -313,68 +313,12 @@ def test_bad_dtype_argument(tmp_path):
         BertEmbeddings.from_pretrained(path, dtype=np.int32)
 
 
-def test_truncated_file(tmp_path):
+def test_corrupt_file_is_an_error_naming_it(tmp_path):
+    # The reader's own checks are tested in test_weights_safetensors.py.
     path = write_dir(tmp_path / "c", tensors_for(make_tables()))
     weights = path / "model.safetensors"
-    data = weights.read_bytes()
-    weights.write_bytes(data[:-5])
+    weights.write_bytes(weights.read_bytes()[:-5])
     with pytest.raises(ValueError, match=r"model\.safetensors: truncated: the header describes"):
-        BertEmbeddings.from_pretrained(path)
-    weights.write_bytes(data[:5])
-    with pytest.raises(ValueError, match=r"model\.safetensors: truncated: 5 bytes, too short"):
-        BertEmbeddings.from_pretrained(path)
-    weights.write_bytes(data[:100])
-    with pytest.raises(ValueError, match=r"model\.safetensors: header length \d+ does not fit"):
-        BertEmbeddings.from_pretrained(path)
-    weights.write_bytes(b"")
-    with pytest.raises(ValueError, match=r"truncated: 0 bytes"):
-        BertEmbeddings.from_pretrained(path)
-
-
-def test_trailing_bytes(tmp_path):
-    path = write_dir(tmp_path / "c", tensors_for(make_tables()))
-    with open(path / "model.safetensors", "ab") as fh:
-        fh.write(b"\0" * 4)
-    with pytest.raises(ValueError, match=r"model\.safetensors: 4 bytes after the last tensor"):
-        BertEmbeddings.from_pretrained(path)
-
-
-def _one_tensor_header(**entry):
-    base = {"dtype": "F32", "shape": [V, H], "data_offsets": [0, V * H * 4]}
-    return {STANDARD["tok"]: {**base, **entry}}
-
-
-@pytest.mark.parametrize(
-    ("header", "match"),
-    [
-        (b"{not json}", "the header is not valid JSON"),
-        (b"\xff\xfe{}", "the header is not valid JSON"),
-        (b"[1, 2, 3]", "the header is a JSON list, not an object"),
-        (_one_tensor_header(shape="8"), "malformed header entry for 'embeddings.word_embeddings"),
-        (_one_tensor_header(data_offsets=[0]), "malformed header entry"),
-        (_one_tensor_header(data_offsets=[10, 0]), "malformed header entry"),
-        (_one_tensor_header(shape=[V, -H]), "malformed header entry"),
-        ({STANDARD["tok"]: [1, 2]}, "malformed header entry"),
-        (_one_tensor_header(shape=[V, H + 1]), r"needs 1800 bytes, its data_offsets \[0, 1600\] span 1600"),
-        (_one_tensor_header(data_offsets=[8, V * H * 4 + 8]), "starts at data byte 8, expected 0"),
-    ],
-)
-def test_malformed_header(tmp_path, header, match):
-    data = b"\0" * (V * H * 4)
-    path = tmp_path / "bad.safetensors"
-    if isinstance(header, bytes):
-        path.write_bytes(struct.pack("<Q", len(header)) + header + data)
-    else:
-        write_raw(path, header, data)
-    with pytest.raises(ValueError, match=r"bad\.safetensors: .*" + match):
-        BertEmbeddings.from_pretrained(path)
-
-
-def test_overlapping_tensors(tmp_path):
-    entry = {"dtype": "F32", "shape": [V, H], "data_offsets": [0, V * H * 4]}
-    header = {STANDARD["tok"]: entry, "other": entry}
-    path = write_raw(tmp_path / "bad.safetensors", header, b"\0" * (V * H * 4))
-    with pytest.raises(ValueError, match=r"tensor '(other|embeddings\.\S+)' starts at data byte 0"):
         BertEmbeddings.from_pretrained(path)
 
 
