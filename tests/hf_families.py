@@ -219,6 +219,17 @@ def make_checkpoint(
     return model
 
 
+def load_tensors(directory: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The saved tensors, via ``safetensors.numpy`` (bfloat16 needs ml_dtypes, imported here)."""
+    try:
+        import ml_dtypes  # noqa: F401  (registers the bfloat16 NumPy dtype)
+    except ImportError:
+        pass
+    from safetensors.numpy import load_file
+
+    return load_file(str(Path(directory) / "model.safetensors"))
+
+
 def load_config(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """The config.json that ``save_pretrained`` wrote."""
     return json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))

