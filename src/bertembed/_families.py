@@ -185,6 +185,17 @@ class Refusal:
     what: str
 
 
+_POSITION_TYPE = Key("position_embedding_type", "absolute")
+_NOT_ABSOLUTE = (
+    "only 'absolute' position embeddings are added to the input embeddings; a checkpoint "
+    "trained with relative or rotary positions needs them inside attention"
+)
+
+
+def _only_absolute(rule: str) -> Choice:
+    return Choice(_POSITION_TYPE, (("absolute", rule),), _NOT_ABSOLUTE)
+
+
 @dataclass(frozen=True)
 class Family:
     """One model type's embedding module, as data (interpreted by :func:`embedding_spec`).
@@ -197,8 +208,11 @@ class Family:
         transformers' ``base_model_prefix`` (the prefix of task-head checkpoints).
     width : Key
         The config key giving the tables' width.
-    positions : Choice or None
-        Selects the position rule; None when the module has no position table.
+    position : str or None
+        The position table; None when the module has none (then `positions` is unused).
+    positions : Choice
+        Selects the position rule from the config (by default: ``position_embedding_type``
+        must be "absolute", and the rule is ``"absolute"``).
     padding_idx : Key, int or None
         The padding id of the ``"padding"`` rule (a config key or a constant).
     segment_if, task_if, ln_if, ln_bias_if : Key or None
@@ -212,7 +226,7 @@ class Family:
     token: str = "embeddings.word_embeddings.weight"
     width: Key = field(default_factory=lambda: Key("hidden_size", 768))
     position: str | None = "embeddings.position_embeddings.weight"
-    positions: Choice | None = None
+    positions: Choice = field(default_factory=lambda: _only_absolute(ABSOLUTE))
     position_offset: int = 0
     padding_idx: Key | int | None = None
     segment: str | None = "embeddings.token_type_embeddings.weight"
@@ -230,17 +244,6 @@ class Family:
     extra_prefixes: tuple[str, ...] = ()
 
 
-_POSITION_TYPE = Key("position_embedding_type", "absolute")
-_NOT_ABSOLUTE = (
-    "only 'absolute' position embeddings are added to the input embeddings; a checkpoint "
-    "trained with relative or rotary positions needs them inside attention"
-)
-
-
-def _only_absolute(rule: str) -> Choice:
-    return Choice(_POSITION_TYPE, (("absolute", rule),), _NOT_ABSOLUTE)
-
-
 def _eps(default: float) -> Key:
     return Key("layer_norm_eps", default)
 
@@ -251,7 +254,6 @@ def _hidden(default: int) -> Key:
 
 def _bert_like(model_type: str, base: str, **kw: Any) -> Family:
     """Token + segment + absolute position, LayerNorm (BertEmbeddings and its copies)."""
-    kw.setdefault("positions", _only_absolute(ABSOLUTE))
     return Family(model_type, base, **kw)
 
 
@@ -528,7 +530,7 @@ def embedding_spec(config: Mapping[str, Any], source: str = "config.json") -> Em
                 f"{read.name_of(family.width)}={width} differs from {read.name_of(other_key)}={other}: {meaning}"
             )
 
-    rule = NONE if family.positions is None else read.choose(family.positions)
+    rule = NONE if family.position is None else read.choose(family.positions)
     padding_idx = None
     if rule == PADDING:
         pad = family.padding_idx
