@@ -6,7 +6,7 @@ Usage::
                              [--cases SUBSTRING] [--peers a,b] [--no-memory]
 
 Every contender of a case is timed in the same run, interleaved; see
-``bertembed._bench`` and ``benchmarks/README.md``.
+``bertembed._bench.runner`` and ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import argparse
 import json
 import sys
 
-from bertembed import _bench, _bench_memory, _bench_peers
+from bertembed._bench import cases as bench_cases
+from bertembed._bench import memory as bench_memory
+from bertembed._bench import peers, report, runner
 
 
 def _progress(done: int, total: int, label: str) -> None:
@@ -25,7 +27,7 @@ def _progress(done: int, total: int, label: str) -> None:
 
 
 def _memory_table(reports: list[dict]) -> str:
-    lines = [f"peak extra memory of one call / result size (goal <= {_bench.PEAK_MEMORY_GOAL}x)"]
+    lines = [f"peak extra memory of one call / result size (goal <= {bench_cases.PEAK_MEMORY_GOAL}x)"]
     for r in reports:
         rss = r.get("rss_ratio")
         rss_text = f"{rss:.3f}x" if rss is not None else str(r.get("rss_error", "-"))
@@ -55,20 +57,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="threads for every contender")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--cases", metavar="SUBSTRING", help="only cases whose name contains it")
-    parser.add_argument("--peers", help=f"comma-separated subset of {','.join(_bench_peers.PEERS)}")
+    parser.add_argument("--peers", help=f"comma-separated subset of {','.join(peers.PEERS)}")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory check")
     args = parser.parse_args(argv)
 
-    cases = [c for c in _bench.DEFAULT_CASES if not args.cases or args.cases in c.name]
+    cases = [c for c in bench_cases.DEFAULT_CASES if not args.cases or args.cases in c.name]
     if not cases:
         parser.error(f"no case name contains {args.cases!r}")
-    peers = args.peers.split(",") if args.peers else None
-    results = _bench.run(
-        cases, repeats=args.repeats, threads=args.threads, peers=peers, progress=_progress
+    peer_names = args.peers.split(",") if args.peers else None
+    results = runner.run(
+        cases, repeats=args.repeats, threads=args.threads, peers=peer_names, progress=_progress
     )
-    print(_bench.format_table(results))
+    print(report.format_table(results))
 
-    memory = []
+    memory_reports = []
     if not args.no_memory:
         # One of each kind: fresh result, out= buffer, float32 + LayerNorm.
         seen = set()
@@ -76,13 +78,13 @@ def main(argv: list[str] | None = None) -> int:
             kind = (case.dtype, case.layer_norm, case.out)
             if kind not in seen:
                 seen.add(kind)
-                memory.append(_bench_memory.peak_memory(case, threads=args.threads))
+                memory_reports.append(bench_memory.peak_memory(case, threads=args.threads))
         print()
-        print(_memory_table(memory))
+        print(_memory_table(memory_reports))
 
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"results": results, "peak_memory": memory}, fh, indent=2)
+            json.dump({"results": results, "peak_memory": memory_reports}, fh, indent=2)
         print(f"\nwrote {args.json}")
     return 0
 

@@ -9,22 +9,22 @@ import sys
 import numpy as np
 import pytest
 
-from bertembed import _bench, _bench_memory
+from bertembed._bench import cases, data, memory, report, runner, subject, timing
 
 TINY = dict(V=50, P=16, H=8)
-SUM64 = _bench.Case("tiny-f64-sum", "float64", False, 2, 5, **TINY)
-OUT64 = _bench.Case("tiny-f64-sum-out", "float64", False, 2, 5, True, **TINY)
-LN32 = _bench.Case("tiny-f32-ln", "float32", True, 2, 5, **TINY)
+SUM64 = data.Case("tiny-f64-sum", "float64", False, 2, 5, **TINY)
+OUT64 = data.Case("tiny-f64-sum-out", "float64", False, 2, 5, True, **TINY)
+LN32 = data.Case("tiny-f32-ln", "float32", True, 2, 5, **TINY)
 
 
 @pytest.fixture(autouse=True)
 def _short_samples(monkeypatch):
-    monkeypatch.setattr(_bench, "MIN_SAMPLE_S", 0.0005)
-    monkeypatch.setattr(_bench, "GAP_S", 0.0)
+    monkeypatch.setattr(timing, "MIN_SAMPLE_S", 0.0005)
+    monkeypatch.setattr(timing, "GAP_S", 0.0)
 
 
-def _run(cases, peers, **kw):
-    return _bench.run(cases, repeats=2, threads=1, peers=peers, **kw)
+def _run(todo, peers, **kw):
+    return runner.run(todo, repeats=2, threads=1, peers=peers, **kw)
 
 
 def test_result_structure_and_ratios_from_medians():
@@ -67,35 +67,35 @@ def test_missing_peer_is_skipped_and_reported(monkeypatch):
     assert set(r["timings"]) == {"bertembed", "numpy"}
     assert r["skipped"]["torch"]["status"] == "unavailable"
     assert r["skipped"]["onnxruntime"]["status"] == "unavailable"
-    assert "unavailable" in _bench.format_table([r])
+    assert "unavailable" in report.format_table([r])
 
 
 def test_wrong_peer_is_caught_and_not_timed():
     def build(case, inputs, ctx):
-        right = _bench.bertembed_call(case, inputs, 1)
+        right = subject.bertembed_call(case, inputs, 1)
         return lambda: right() + 0.5
 
-    liar = _bench.Peer("liar", lambda c: True, build)
+    liar = data.Peer("liar", lambda c: True, build)
     [r] = _run([SUM64], [liar, "numpy"])
     assert "liar" not in r["timings"] and "liar" not in r["ratios"]
     assert r["skipped"]["liar"]["status"] == "mismatch"
     assert "numpy" in r["ratios"]
-    assert "mismatch" in _bench.format_table([r])
+    assert "mismatch" in report.format_table([r])
 
 
 def test_wrong_shape_is_a_mismatch():
-    liar = _bench.Peer("liar", lambda c: True, lambda c, d, x: lambda: np.zeros(3))
+    liar = data.Peer("liar", lambda c: True, lambda c, d, x: lambda: np.zeros(3))
     [r] = _run([LN32], [liar])
     assert r["skipped"]["liar"]["status"] == "mismatch"
 
 
 def test_format_table_names_every_contender():
     def build(case, inputs, ctx):
-        return _bench.bertembed_call(case, inputs, 1)
+        return subject.bertembed_call(case, inputs, 1)
 
-    twin = _bench.Peer("twin", lambda c: True, build)
+    twin = data.Peer("twin", lambda c: True, build)
     results = _run([SUM64, OUT64], ["numpy", "copyto", twin])
-    table = _bench.format_table(results)
+    table = report.format_table(results)
     for name in ("bertembed", "numpy", "copyto", "twin", SUM64.name, OUT64.name):
         assert name in table
 
@@ -104,30 +104,30 @@ def test_unknown_peer_and_bad_arguments():
     with pytest.raises(ValueError, match="unknown peer"):
         _run([SUM64], ["nope"])
     with pytest.raises(ValueError):
-        _bench.run([SUM64], repeats=0, peers=[])
+        runner.run([SUM64], repeats=0, peers=[])
     with pytest.raises(ValueError):
-        _bench.run([SUM64], repeats=1, threads=0, peers=[])
+        runner.run([SUM64], repeats=1, threads=0, peers=[])
 
 
 def test_time_interleaved_rotates_order():
     order = []
     funcs = {n: (lambda n=n: order.append(n)) for n in "abc"}
-    _bench.time_interleaved(funcs, 3, min_sample_s=0.0)
+    timing.time_interleaved(funcs, 3, min_sample_s=0.0)
     timed = order[6:]  # two warm-up calls each come first
     assert timed == list("abc") + list("bca") + list("cab")
 
 
 def test_default_cases_cover_the_goals():
-    names = {c.name for c in _bench.DEFAULT_CASES}
-    assert set(_bench.GOALS) <= names
-    assert len(names) == len(_bench.DEFAULT_CASES)
-    sweep = sorted(c.batch for c in _bench.DEFAULT_CASES
+    names = {c.name for c in cases.DEFAULT_CASES}
+    assert set(cases.GOALS) <= names
+    assert len(names) == len(cases.DEFAULT_CASES)
+    sweep = sorted(c.batch for c in cases.DEFAULT_CASES
                    if c.dtype == "float32" and c.layer_norm and c.seq == 128)
     assert sweep == [1, 2, 4, 8, 16, 32]
 
 
 def test_goals_are_evaluated():
-    case = _bench.Case("f64-sum-B32-S512", "float64", False, 2, 5, **TINY)  # a goal's name
+    case = data.Case("f64-sum-B32-S512", "float64", False, 2, 5, **TINY)  # a goal's name
     [r] = _run([case], ["numpy"])
     goal = r["goals"]["numpy"]
     assert goal["ratio"] == r["ratios"]["numpy"]
@@ -135,11 +135,11 @@ def test_goals_are_evaluated():
 
 
 def test_peak_memory_is_about_the_result():
-    case = _bench.Case("mem", "float64", False, 4, 16, V=100, P=16, H=256)
-    report = _bench_memory.peak_memory(case, threads=1, rss=False)
+    case = data.Case("mem", "float64", False, 4, 16, V=100, P=16, H=256)
+    report = memory.peak_memory(case, threads=1, rss=False)
     assert report["result_bytes"] == 4 * 16 * 256 * 8
     assert 0.99 <= report["ratio"] <= 1.1
-    out = _bench_memory.peak_memory(_bench.Case("mem-out", "float64", False, 4, 16, True,
+    out = memory.peak_memory(data.Case("mem-out", "float64", False, 4, 16, True,
                                          V=100, P=16, H=256), threads=1, rss=False)
     assert out["ratio"] < 0.1
     json.dumps(report)
@@ -147,8 +147,8 @@ def test_peak_memory_is_about_the_result():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS via /proc")
 def test_peak_memory_rss_subprocess():
-    case = _bench.Case("mem", "float32", True, 2, 8, V=100, P=16, H=64)
-    report = _bench_memory.peak_memory(case, threads=1)
+    case = data.Case("mem", "float32", True, 2, 8, V=100, P=16, H=64)
+    report = memory.peak_memory(case, threads=1)
     assert "rss_ratio" in report, report.get("rss_error")
 
 

@@ -15,8 +15,13 @@ import pytest
 from reference import reference, tolerance
 
 import bertembed
-from bertembed import BertEmbeddings, _bench, _cli
-from bertembed._cli import ProgressBar, main
+from bertembed import BertEmbeddings
+from bertembed._bench import cases as bench_cases
+from bertembed._bench import data as bench_data
+from bertembed._cli import demo as cli_demo
+from bertembed._cli import embed as cli_embed
+from bertembed._cli.common import ProgressBar
+from bertembed._cli.parser import main
 
 SRC = Path(bertembed.__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -174,7 +179,7 @@ def _demo_rows(out: str) -> list[list[str]]:
     rows = []
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 8 and parts[0] in _cli.DEMO_TOKENS and parts[1].isdigit():
+        if len(parts) == 8 and parts[0] in cli_demo.DEMO_TOKENS and parts[1].isdigit():
             rows.append(parts)
     return rows
 
@@ -194,13 +199,13 @@ def test_demo_rows_equal_the_reference(capsys: pytest.CaptureFixture[str]) -> No
     rc, out, _ = run(capsys, "demo")
     assert rc == 0
     rows = _demo_rows(out)
-    assert [r[0] for r in rows] == _cli.DEMO_TOKENS
-    tok, pos, seg = _cli._demo_tables()
-    ref = reference([_cli.DEMO_IDS], [_cli.DEMO_SEGMENTS], tok, pos, seg)[0]
+    assert [r[0] for r in rows] == cli_demo.DEMO_TOKENS
+    tok, pos, seg = cli_demo.demo_tables()
+    ref = reference([cli_demo.DEMO_IDS], [cli_demo.DEMO_SEGMENTS], tok, pos, seg)[0]
     for s, row in enumerate(rows):
         token_id, position, segment = int(row[1]), int(row[2]), int(row[3])
-        assert (token_id, position) == (_cli.DEMO_IDS[s], s)
-        assert segment == _cli.DEMO_SEGMENTS[s]
+        assert (token_id, position) == (cli_demo.DEMO_IDS[s], s)
+        assert segment == cli_demo.DEMO_SEGMENTS[s]
         values = [float(v.strip("[],")) for v in row[4:]]
         np.testing.assert_allclose(values, ref[s], atol=0.005 + 1e-12)
     assert rows[0][3] == "0"  # [CLS] in segment 0
@@ -234,20 +239,20 @@ def test_info_json(capsys: pytest.CaptureFixture[str]) -> None:
 # --------------------------------------------------------------------------- bench
 
 TINY_CASES = [
-    _bench.Case("tiny-f32-ln-B1", "float32", True, 1, 8, V=50, P=16, H=8),
-    _bench.Case("tiny-f32-ln-B4", "float32", True, 4, 8, V=50, P=16, H=8),
+    bench_data.Case("tiny-f32-ln-B1", "float32", True, 1, 8, V=50, P=16, H=8),
+    bench_data.Case("tiny-f32-ln-B4", "float32", True, 4, 8, V=50, P=16, H=8),
 ]
 
 
 @pytest.fixture
-def tiny_cases(monkeypatch: pytest.MonkeyPatch) -> list[_bench.Case]:
+def tiny_cases(monkeypatch: pytest.MonkeyPatch) -> list[bench_data.Case]:
     """Replace the harness's default cases by two tiny ones (fast, for tests)."""
-    monkeypatch.setattr(_bench, "DEFAULT_CASES", list(TINY_CASES))
+    monkeypatch.setattr(bench_cases, "DEFAULT_CASES", list(TINY_CASES))
     return TINY_CASES
 
 
 def test_bench_quick_json_and_table(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[_bench.Case]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
 ) -> None:
     out_json = tmp_path / "bench.json"
     rc, out, err = run(capsys, "bench", "--quick", "--peers", "numpy", "--json", out_json)
@@ -266,7 +271,7 @@ def test_bench_quick_json_and_table(
 
 
 def test_bench_cases_repeats_threads(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[_bench.Case]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
 ) -> None:
     out_json = tmp_path / "b.json"
     rc, out, err = run(
@@ -282,7 +287,7 @@ def test_bench_cases_repeats_threads(
 
 
 def test_bench_plot(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[_bench.Case]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
 ) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "bench.png"
@@ -297,7 +302,7 @@ def test_bench_plot(
 def test_bench_plot_without_matplotlib(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    tiny_cases: list[_bench.Case],
+    tiny_cases: list[bench_data.Case],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
@@ -318,7 +323,7 @@ def test_bench_plot_without_matplotlib(
 )
 def test_bench_bad_arguments(
     capsys: pytest.CaptureFixture[str],
-    tiny_cases: list[_bench.Case],
+    tiny_cases: list[bench_data.Case],
     args: list[str],
     fragment: str,
 ) -> None:
@@ -428,7 +433,7 @@ def test_embed_auto_chunks_bound_memory(
         return original(self, token_ids, *args, **kwargs)
 
     monkeypatch.setattr(BertEmbeddings, "__call__", spy)
-    monkeypatch.setattr(_cli, "AUTO_CHUNK_BYTES", 4 * 12 * 8 * 4)  # 4 rows of float32
+    monkeypatch.setattr(cli_embed, "AUTO_CHUNK_BYTES", 4 * 12 * 8 * 4)  # 4 rows of float32
     out = tmp_path / "auto.npy"
     rc, _, err = run(
         capsys, "embed", "--model", directory, "--ids", ids_path, "--segment-ids", seg_path,

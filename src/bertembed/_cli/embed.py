@@ -2,10 +2,9 @@
 
 With ``--ids`` the ids are memory-mapped and embedded chunk by chunk into a
 memory-mapped ``.npy`` file under a temporary name, renamed when complete
-(memory stays bounded by ``--chunk-rows``, or by
-:data:`bertembed._cli.AUTO_CHUNK_BYTES` of result per chunk); with
-``--text-a`` (and ``--text-b``) the pair is tokenised with the model's
-``tokenizer.json`` and its rows are printed.
+(memory stays bounded by ``--chunk-rows``, or by :data:`AUTO_CHUNK_BYTES` of
+result per chunk); with ``--text-a`` (and ``--text-b``) the pair is tokenised
+with the model's ``tokenizer.json`` and its rows are printed.
 """
 
 from __future__ import annotations
@@ -19,8 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from . import _cli
-from ._cli import EXIT_USAGE, EXPECTED_ERRORS, CLIError, ProgressBar, _check_out_dir, _describe
+from .. import BertEmbeddings
+from .common import (
+    EXIT_USAGE,
+    EXPECTED_ERRORS,
+    CLIError,
+    ProgressBar,
+    check_out_dir,
+    describe,
+    partial_path,
+    positive_int,
+)
+
+#: The result size one chunk aims at when ``--chunk-rows`` is not given.
+AUTO_CHUNK_BYTES = 64 << 20
 
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -48,8 +59,6 @@ def _load_ids(path: Path, what: str) -> np.ndarray:
 
 
 def _load_model(path: Path, dtype: str | None) -> Any:
-    from ._model import BertEmbeddings
-
     if not path.exists():
         raise CLIError(f"{path}: no such model directory or file")
     try:
@@ -57,16 +66,11 @@ def _load_model(path: Path, dtype: str | None) -> Any:
     except CLIError:
         raise
     except EXPECTED_ERRORS as exc:
-        raise CLIError(f"cannot load the model: {_describe(exc)}") from None
+        raise CLIError(f"cannot load the model: {describe(exc)}") from None
 
 
 def _auto_chunk_rows(seq: int, hidden: int, itemsize: int) -> int:
-    # Looked up on _cli at call time: it is defined (and may be patched) there.
-    return max(1, _cli.AUTO_CHUNK_BYTES // max(1, seq * hidden * itemsize))
-
-
-def _partial_path(out: Path) -> Path:
-    return out.with_name(f".{out.name}.partial-{os.getpid()}")
+    return max(1, AUTO_CHUNK_BYTES // max(1, seq * hidden * itemsize))
 
 
 def _same_file(a: Path, b: Path | None) -> bool:
@@ -112,7 +116,7 @@ def _embed_file(args: argparse.Namespace, layer: Any) -> int:
                 f"shapes differ: {args.segment_ids} has shape {segs.shape}, "
                 f"{args.ids} has shape {ids.shape}"
             )
-    _check_out_dir(args.out)
+    check_out_dir(args.out)
     for src in (args.ids, args.segment_ids):
         if _same_file(args.out, src):
             raise CLIError(f"--out {args.out} would overwrite the input {src}")
@@ -128,7 +132,7 @@ def _embed_file(args: argparse.Namespace, layer: Any) -> int:
     if ids.ndim == 1:
         chunk = 1  # one sequence: a single call
     out_path: Path = args.out
-    tmp = _partial_path(out_path)
+    tmp = partial_path(out_path)
     start_time = time.perf_counter()
     try:
         result = np.lib.format.open_memmap(
@@ -229,8 +233,8 @@ def _embed_text(args: argparse.Namespace, layer: Any) -> int:
         more = ", ..." if E.shape[-1] > 4 else ""
         print(f"{s:>4} {token:<{width}} {ids[s]:>6} {segments[s]:>3}  [{head}{more}]")
     if args.out is not None:
-        _check_out_dir(args.out)
-        tmp = _partial_path(args.out)
+        check_out_dir(args.out)
+        tmp = partial_path(args.out)
         try:
             with open(tmp, "wb") as fh:
                 np.save(fh, E)
@@ -256,3 +260,49 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if args.ids is not None:
         return _embed_file(args, layer)
     return _embed_text(args, layer)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``embed`` on the subcommand parsers ``sub``."""
+    embed = sub.add_parser(
+        "embed",
+        help="embed a token id file (or a sentence pair) with a checkpoint",
+        description="Apply the embedding layer of a Hugging Face BERT checkpoint "
+        "(config.json + model.safetensors) to a .npy file of token ids, chunk by chunk "
+        "(memory stays bounded by --chunk-rows), or to one sentence pair tokenised with "
+        "the model's tokenizer.json.",
+    )
+    embed.add_argument(
+        "--model", type=Path, required=True, metavar="DIR",
+        help="checkpoint directory (config.json + model.safetensors) or .safetensors file",
+    )
+    embed.add_argument(
+        "--ids", type=Path, metavar="FILE.npy", help="integer token ids, shape (B, S) or (S,)"
+    )
+    embed.add_argument(
+        "--segment-ids", type=Path, metavar="FILE.npy",
+        help="segment ids of the same shape (default: all 0)",
+    )
+    embed.add_argument(
+        "--text-a", metavar="TEXT",
+        help="instead of --ids: sentence A, tokenised with the model's tokenizer.json "
+        "(needs the 'tokenizers' package)",
+    )
+    embed.add_argument("--text-b", metavar="TEXT", help="sentence B of the pair (segment 1)")
+    embed.add_argument(
+        "--out", type=Path, metavar="FILE.npy",
+        help="where to write the result, shape ids.shape + (H,) (required with --ids)",
+    )
+    embed.add_argument(
+        "--chunk-rows", type=positive_int, metavar="N",
+        help="sequences per chunk (default: about 64 MiB of result per chunk)",
+    )
+    embed.add_argument(
+        "--dtype", choices=("float32", "float64"),
+        help="result dtype (default: the checkpoint's, float32 for most)",
+    )
+    embed.add_argument(
+        "--threads", type=positive_int, metavar="T", help="OpenMP threads (default: automatic)"
+    )
+    embed.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    embed.set_defaults(func=cmd_embed)

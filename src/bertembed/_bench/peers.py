@@ -1,10 +1,8 @@
 """The peers of the benchmark harness: NumPy, ``np.copyto``, torch and ONNX Runtime.
 
 Each peer's builder, ``build(case, inputs, context)``, returns a no-argument
-callable doing one call (see :class:`bertembed._bench.Peer`); :data:`PEERS`
-names them. :func:`bertembed._bench.run` picks its peers with
-``_resolve_peers`` and checks each one's output against bertembed's with
-``_mismatch`` before timing it.
+callable doing one call (see :class:`bertembed._bench.data.Peer`);
+:data:`PEERS` names them.
 
 Only NumPy is needed to import this module: torch, onnx and onnxruntime are
 imported when their peer is built, and a missing one raises ImportError
@@ -13,13 +11,12 @@ imported when their peer is built, and a missing one raises ImportError
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from ._bench import LN_EPS, Case, Context, Fn, Inputs, Peer
+from .data import LN_EPS, Case, Context, Fn, Inputs, Peer
 
 
 def _numpy_build(case: Case, d: Inputs, ctx: Context) -> Fn:
@@ -145,7 +142,7 @@ PEERS: dict[str, Peer] = {
 }
 
 
-def _resolve_peers(peers: Iterable[str | Peer] | None) -> list[Peer]:
+def resolve_peers(peers: Iterable[str | Peer] | None) -> list[Peer]:
     if peers is None:
         return list(PEERS.values())
     resolved = []
@@ -157,25 +154,3 @@ def _resolve_peers(peers: Iterable[str | Peer] | None) -> list[Peer]:
         else:
             raise ValueError(f"unknown peer {p!r}; known peers: {', '.join(PEERS)}")
     return resolved
-
-
-def _mismatch(expected: np.ndarray, got: Any, dtype: str) -> str | None:
-    """None when ``got`` is close to ``expected`` (loosely), else a description."""
-    got = np.asarray(got)
-    if got.shape != expected.shape:
-        return f"shape {got.shape}, expected {expected.shape}"
-    tol = 1e-3 if dtype == "float32" else 1e-7
-    a, b = expected.reshape(-1), got.reshape(-1)
-    worst, bad = 0.0, 0
-    step = 1 << 20  # chunks: no full-size temporaries for 100 MB results
-    for i in range(0, a.size, step):
-        x = a[i : i + step].astype(np.float64)
-        y = b[i : i + step].astype(np.float64)
-        diff = np.abs(x - y)
-        ok = diff <= tol + tol * np.abs(x)
-        bad += int(ok.size - np.count_nonzero(ok))
-        if diff.size:
-            worst = max(worst, float(np.nanmax(diff)) if not np.isnan(diff).all() else math.inf)
-    if bad:
-        return f"{bad} of {a.size} values differ from bertembed's (max |diff| {worst:.3g})"
-    return None

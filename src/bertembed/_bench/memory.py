@@ -2,7 +2,7 @@
 
 :func:`peak_memory` measures with tracemalloc in this process and, on Linux,
 with the peak resident set size (``VmHWM``) around the call in a fresh
-subprocess. The goal it checks is :data:`bertembed._bench.PEAK_MEMORY_GOAL`.
+subprocess. The goal it checks is :data:`bertembed._bench.cases.PEAK_MEMORY_GOAL`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import tracemalloc
 from dataclasses import asdict, replace
 from typing import Any
 
-from ._api import max_threads
-from ._bench import PEAK_MEMORY_GOAL, Case, bertembed_call, make_inputs
+from .. import max_threads
+from .cases import PEAK_MEMORY_GOAL
+from .data import Case, make_inputs
+from .subject import bertembed_call
 
 
 def _rss_status() -> tuple[int, int] | None:
@@ -59,10 +61,10 @@ def _rss_probe(spec: str) -> None:
 
 def _rss_extra(case: Case, seed: int, threads: int) -> dict[str, Any]:
     spec = json.dumps({"case": asdict(case), "seed": seed, "threads": threads})
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    code = f"from bertembed._bench_memory import _rss_probe; _rss_probe({spec!r})"
+    code = f"from bertembed._bench.memory import _rss_probe; _rss_probe({spec!r})"
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
         check=False,
