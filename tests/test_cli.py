@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import importlib.util
 import io
 import json
@@ -152,7 +154,8 @@ def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     [
         ("demo", []),
         ("info", ["--json"]),
-        ("bench", ["--repeats", "--threads", "--quick", "--cases", "--json", "--plot"]),
+        ("bench", ["--repeats", "--threads", "--quick", "--cases", "--shared-process", "--json",
+                   "--plot"]),
         (
             "embed",
             ["--model", "--ids", "--segment-ids", "--out", "--chunk-rows", "--dtype",
@@ -260,14 +263,34 @@ def test_bench_quick_json_and_table(
     for case in tiny_cases:
         assert case.name in out
     assert "numpy" in out and f"wrote {out_json}" in out
+    assert "scenario: isolated" in out and "own fresh process" in out
     assert "100%" in err  # the progress bar finished
     results = json.loads(out_json.read_text())
     assert [r["name"] for r in results] == [c.name for c in tiny_cases]
     for r in results:
+        assert r["scenario"] == "isolated"
         assert r["repeats"] == 3  # --quick
         assert r["timings"]["bertembed"]["median_s"] > 0
         assert r["timings"]["numpy"]["median_s"] > 0
         assert "torch" not in r["timings"]
+        pids = {v["pid"] for v in r["variants"].values()}
+        assert len(pids) == len(r["variants"]) and os.getpid() not in pids
+
+
+def test_bench_shared_process(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
+) -> None:
+    out_json = tmp_path / "shared.json"
+    rc, out, err = run(
+        capsys, "bench", "--quick", "--shared-process", "--peers", "numpy,take", "--json",
+        out_json, "-q",
+    )
+    assert rc == 0, err
+    assert "scenario: shared process" in out and "next to a runtime that spins" in out
+    results = json.loads(out_json.read_text())
+    assert {r["scenario"] for r in results} == {"shared-process"}
+    assert all("pid" not in v for r in results for v in r["variants"].values())
+    assert all(set(r["timings"]) >= {"bertembed", "numpy", "take"} for r in results)
 
 
 def test_bench_cases_repeats_threads(
@@ -341,17 +364,22 @@ def test_bench_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str])
 
 
 def test_bench_module_default_case(tmp_path: Path) -> None:
-    """The real harness on one BERT-base-shaped default case, end to end."""
+    """The real harness on one BERT-base-shaped default case, end to end, as CI runs it."""
     out_json = tmp_path / "bench.json"
     proc = run_module(
-        "bench", "--quick", "--cases", "f32-ln-B1-S128", "--peers", "numpy", "--json", out_json
+        "bench", "--quick", "--cases", "f32-ln-B1-S128", "--peers", "numpy,take", "--json", out_json
     )
     assert proc.returncode == 0, proc.stderr
     assert "f32-ln-B1-S128" in proc.stdout and "bertembed" in proc.stdout
+    assert "DESIGN.md goals" in proc.stdout and "np.take" in proc.stdout
     assert "100%" in proc.stderr
     [result] = json.loads(out_json.read_text())
     assert (result["batch"], result["seq"], result["V"], result["H"]) == (1, 128, 30522, 768)
     assert result["timings"]["bertembed"]["median_s"] > 0
+    take = result["goals"]["take-1.5x"]
+    assert take["ratio"] == pytest.approx(
+        result["timings"]["bertembed"]["median_s"] / result["timings"]["take"]["median_s"]
+    )
 
 
 # --------------------------------------------------------------------------- embed
@@ -737,3 +765,10 @@ def test_progress_bar_disabled_writes_nothing() -> None:
     with ProgressBar(3, stream=buf, enabled=False) as bar:
         bar.update(3)
     assert buf.getvalue() == ""
+
+
+@pytest.mark.parametrize("name", ["bertembed._cli", "bertembed._cli.common", "bertembed._cli.parser"])
+def test_docstring_examples(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

@@ -6,18 +6,20 @@ from typing import Any
 
 import numpy as np
 
-from .. import bert_embeddings
+from .. import _api, bert_embeddings
 from .data import LN_EPS, Case, Fn, Inputs
 
 
-def bertembed_call(case: Case, inputs: Inputs, threads: int) -> Fn:
+def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Fn:
     """The bertembed contender: ``bert_embeddings`` with ``num_threads=threads``.
 
     Parameters
     ----------
     case : Case
     inputs : Inputs
-    threads : int
+    threads : int or None
+        None: bertembed's automatic choice (under the process's OpenMP
+        maximum, which ``OMP_NUM_THREADS`` sets).
 
     Returns
     -------
@@ -37,3 +39,14 @@ def bertembed_call(case: Case, inputs: Inputs, threads: int) -> Fn:
         return bert_embeddings(d.ids, d.segment_ids, d.tok, d.pos, d.seg, **kw)
 
     return call
+
+
+def automatic_threads(case: Case, ceiling: int) -> int | None:
+    """The thread count bertembed's automatic choice takes for ``case`` under ``ceiling``.
+
+    None when this bertembed does not say (no ``auto_threads`` in its shim).
+    """
+    choose = getattr(_api, "auto_threads", None)
+    if choose is None:
+        return None
+    return max(1, min(int(ceiling), int(choose(case.batch * case.seq * case.H))))

@@ -48,12 +48,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_out_dir(args.json, "--json")
     cases = select_cases(bench_cases.DEFAULT_CASES, args.cases)
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
-    kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads}
+    scenario = "shared-process" if args.shared_process else "isolated"
+    kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads, "scenario": scenario}
     if args.peers is not None:
         kwargs["peers"] = [p.strip() for p in args.peers.split(",") if p.strip()]
     with ProgressBar(len(cases), "bench", unit="steps", enabled=not args.quiet) as bar:
         results = runner.run(cases, progress=bar, **kwargs)
     print(report.format_table(results))
+    print()
+    print(report.format_goals(results))
     if args.json is not None:
         write_text(args.json, json.dumps(results, indent=2, default=str) + "\n")
         print(f"wrote {args.json}")
@@ -69,17 +72,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "bench",
         help="compare bertembed with NumPy, torch and ONNX Runtime",
         description="Time bertembed and each installed peer on random BERT-base-shaped "
-        "tables (fixed seed) and print the medians as a table.",
+        "tables (fixed seed) and print the medians, the ratios and the DESIGN.md goals. "
+        "By default each contender is timed alone in its own fresh process, torch and ONNX "
+        "Runtime at the faster of 1 and T threads, bertembed at its automatic choice and at T.",
     )
     bench.add_argument(
-        "--repeats", type=positive_int, metavar="N", help="timed calls per case (default 15)"
+        "--repeats", type=positive_int, metavar="N",
+        help="timed samples per contender and case (default 15)"
     )
     bench.add_argument(
         "--threads", type=positive_int, metavar="T",
-        help="threads for every contender (default: all cores)",
+        help="T: the most threads any contender may use (default: all cores)",
     )
     bench.add_argument(
-        "--quick", action="store_true", help="few repeats (3): a smoke test, not a measurement"
+        "--quick", action="store_true", help="3 repeats: a smoke test, not a measurement"
     )
     bench.add_argument(
         "--cases", metavar="SUBSTR", help="run only the cases whose name contains SUBSTR"
@@ -87,6 +93,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--peers", metavar="LIST",
         help="comma-separated peers to compare with (default: every installed one)",
+    )
+    bench.add_argument(
+        "--shared-process", action="store_true",
+        help="time every contender interleaved in this one process instead (the scenario "
+        "'next to a runtime that spins')",
     )
     bench.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     bench.add_argument(

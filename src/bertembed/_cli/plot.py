@@ -38,6 +38,8 @@ def _result_times(result: Mapping[str, Any]) -> dict[str, float]:
 def _result_group(result: Mapping[str, Any]) -> str:
     """The series a result belongs to: everything that defines a case but the batch size."""
     parts = [str(result.get("dtype", ""))]
+    if result.get("table_dtype"):
+        parts.append(f"{result['table_dtype']} tables")
     parts.append("+ LayerNorm" if result.get("layer_norm") else "sum")
     if result.get("out"):
         parts.append("into out=")
@@ -115,7 +117,10 @@ def plot_results(results: Sequence[Mapping[str, Any]], path: Path) -> None:
         ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(groups):]:
         ax.set_visible(False)
-    fig.suptitle(f"bertembed {__version__}: time per call (lower is better)")
+    scenario = {"isolated": "each contender in its own process",
+                "shared-process": "all contenders in one process"}.get(str(results[0].get("scenario")), "")
+    title = f"bertembed {__version__}: time per call (lower is better)"
+    fig.suptitle(f"{title}\n{scenario}" if scenario else title)
     fig.tight_layout()
     tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
     try:
