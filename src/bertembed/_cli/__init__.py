@@ -4,7 +4,7 @@ Subcommands: ``demo`` (the seed's sentence pair, step by step), ``info``
 (this build: version, OpenMP, threads, compiler, dtypes), ``bench`` (the
 comparison harness with a progress bar, a table, JSON and a plot) and
 ``embed`` (a checkpoint applied to a large id file in bounded memory, or to
-one sentence pair tokenised with the model's ``tokenizer.json``).
+one text or text pair tokenised with the model's own ``tokenizer.json``).
 
 Expected failures (a missing or malformed file, a bad id, a bad argument)
 print one line, ``bertembed: error: ...``, on stderr and exit non-zero;
@@ -14,7 +14,7 @@ Layout (imports go one way, downwards)::
 
     parser      build_parser, main                      (top)
     demo, info, bench, embed                            one module per subcommand
-    plot                                                bench --plot
+    plot, text                                          bench --plot; embed --text
     common      CLIError, exit codes, ProgressBar, file helpers   (bottom)
 
 Examples
