@@ -17,18 +17,8 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
-import pytest
-
 PACKAGE = "bertembed"
 SRC = Path(__file__).resolve().parent.parent / "src" / PACKAGE
-
-#: The one cycle this test tolerates, for now: ``_model`` (the layer class)
-#: and ``_pretrained`` (the checkpoint loader) import each other. The lead
-#: engineer is rewriting both; when the cycle is gone,
-#: ``test_known_cycle_exemption_is_still_needed`` fails, and this constant
-#: must become empty. Only the edges between these two modules are ignored.
-KNOWN_CYCLE_EXEMPTION: frozenset[str] = frozenset({"bertembed._model", "bertembed._pretrained"})
-
 
 def module_names(root: Path = SRC, package: str = PACKAGE) -> dict[str, Path]:
     """``{dotted module name: file}`` for every module of the package.
@@ -89,14 +79,10 @@ def imports_of(module: str, path: Path, known: Iterable[str]) -> set[str]:
     return found
 
 
-def import_graph(exempt: frozenset[str] = KNOWN_CYCLE_EXEMPTION) -> dict[str, set[str]]:
-    """``{module: modules it imports}``, without the edges inside ``exempt``."""
+def import_graph() -> dict[str, set[str]]:
+    """``{module: modules it imports}``."""
     names = module_names()
-    graph = {m: imports_of(m, p, names) if p.suffix == ".py" else set() for m, p in names.items()}
-    if exempt:
-        for m in exempt:
-            graph[m] = {t for t in graph.get(m, set()) if t not in exempt}
-    return graph
+    return {m: imports_of(m, p, names) if p.suffix == ".py" else set() for m, p in names.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -148,17 +134,6 @@ def test_no_import_cycle() -> None:
     print(format_graph(graph))
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
-
-
-def test_known_cycle_exemption_is_still_needed() -> None:
-    """The exemption must not outlive the cycle it excuses."""
-    if not KNOWN_CYCLE_EXEMPTION:
-        pytest.skip("no exemption")
-    full = import_graph(exempt=frozenset())
-    inside = {m: full[m] & KNOWN_CYCLE_EXEMPTION for m in KNOWN_CYCLE_EXEMPTION if m in full}
-    assert find_cycle(inside) is not None, (
-        "the _model <-> _pretrained cycle is gone: empty KNOWN_CYCLE_EXEMPTION in tests/test_layout.py"
-    )
 
 
 # --------------------------------------------------------------------------- the checker itself
