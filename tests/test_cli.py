@@ -592,7 +592,7 @@ def test_embed_bad_models(capsys: pytest.CaptureFixture[str], tmp_path: Path, id
     save_file = pytest.importorskip("safetensors.numpy").save_file
     no_token.mkdir()
     save_file({"x": np.zeros((2, 2), np.float32)}, str(no_token / "model.safetensors"))
-    (no_token / "config.json").write_text("{}")
+    (no_token / "config.json").write_text('{"model_type": "bert"}')
     cases[no_token] = "word_embeddings"
     for path, fragment in cases.items():
         rc, _, err = run(capsys, "embed", "--model", path, "--ids", ids_path, "--out", out)

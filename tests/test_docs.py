@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._pretrained", "bertembed._cli",
+MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._cli",
            "bertembed._positions", "bertembed._families"]
 
 
