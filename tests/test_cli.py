@@ -991,6 +991,8 @@ def test_progress_bar_disabled_writes_nothing() -> None:
     "name", ["bertembed._cli", "bertembed._cli.common", "bertembed._cli.parser", "bertembed._cli.text"]
 )
 def test_docstring_examples(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if name == "bertembed._cli.text":
+        pytest.importorskip("tokenizers")
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

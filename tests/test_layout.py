@@ -14,11 +14,13 @@ of its submodules is an import downwards, not a cycle.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = "bertembed"
-SRC = Path(__file__).resolve().parent.parent / "src" / PACKAGE
+# The package as imported: the source tree in a checkout, site-packages for a wheel.
+SRC = Path(importlib.util.find_spec(PACKAGE).origin).resolve().parent
 
 def module_names(root: Path = SRC, package: str = PACKAGE) -> dict[str, Path]:
     """``{dotted module name: file}`` for every module of the package.
