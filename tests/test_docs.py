@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._pretrained", "bertembed._cli",
-           "bertembed._positions"]
+MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._cli",
+           "bertembed._positions", "bertembed._families"]
 
 
 @pytest.mark.parametrize("name", MODULES)

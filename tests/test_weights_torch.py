@@ -216,10 +216,6 @@ def test_malicious_pickle_is_refused_and_not_run(tmp_path):
         open_weights(path)
     assert not marker.exists()
     # The pickle is real: plain pickle runs it.
-    with zipfile.ZipFile(path) as zf:
-        data = zf.read("archive/data.pkl")
-    with pytest.raises(pickle.UnpicklingError, match="persistent"):  # runs up to the first storage
-        pickle.loads(data)
     pickle.loads(evil)
     assert marker.exists()
 

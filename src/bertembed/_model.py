@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import _checks as C
 from . import _positions as P
+from . import _pretrained
 from . import _tables as T
 from ._api import Tables, embed_ids, prepare_tables
 from ._positions import ABSOLUTE, NONE, PositionRule
@@ -95,64 +97,98 @@ class BertEmbeddings:
         self._dtype = C.as_result_dtype(dtype, default)
         self._rule = rule
         self._zero_masked = zero_masked_rows
-        self._source: str | None = None  # checkpoint path, for cheap pickling
+        # (checkpoint path, table_dtype, config) of a loaded layer, for cheap pickling
+        self._source: tuple[str, str | None, Any] | None = None
         self._model_type: str | None = None
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike[str], *, dtype: Any = None) -> BertEmbeddings:
-        """Load the embedding layer of a Hugging Face BERT checkpoint.
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        dtype: Any = None,
+        table_dtype: Any = None,
+        config: Any = None,
+    ) -> BertEmbeddings:
+        """Load the embedding layer of a Hugging Face checkpoint.
 
-        The safetensors file is memory-mapped read-only: float32 and float64
-        tables are views of the file, never copied (F16 and BF16 tables are
-        widened to float32 copies). Only NumPy is needed.
+        ``config.json``'s ``model_type`` selects the family's embedding rule
+        (which tables are summed, how positions are numbered, LayerNorm with
+        or without bias, or none); the layer then computes exactly what that
+        family's embedding module in transformers computes. An unsupported
+        model type or configuration is a ValueError that names it: there is
+        no fallback. The weights file is memory-mapped read-only: float32,
+        float64, float16 and bfloat16 tables are views of the file, never
+        copied. Only NumPy is needed (and no pickle code is ever run).
 
         Parameters
         ----------
         path : str or os.PathLike
-            A model directory with ``config.json`` (for ``layer_norm_eps``) and
-            ``model.safetensors``, or a ``.safetensors`` file (``layer_norm_eps``
-            is then 1e-12).
-        dtype : {None, numpy.float32, numpy.float64}
-            Result dtype; None means the tables' dtype. The tables themselves
-            are never converted (float32 tables are summed in float64 for a
-            float64 result).
+            A model directory (``config.json`` and one of ``model.safetensors``,
+            ``model.safetensors.index.json`` (sharded), ``pytorch_model.bin``,
+            ``pytorch_model.bin.index.json``, looked for in that order), or a
+            weights file. A file takes the ``config.json`` beside it when there
+            is one; without one it is read as BERT, and only if its tensors
+            have no prefix or ``bert.`` / ``model.``.
+        dtype : {None, numpy.float32, numpy.float64, numpy.float16, "bfloat16"}
+            Result dtype; None means float32 (float64 for a float64 checkpoint).
+            The tables are not converted: float32 tables with
+            ``dtype=np.float64`` are summed in float64.
+        table_dtype : {None, "float32", "float64", "float16", "bfloat16", "int8"}
+            Convert the tables when loading (a private copy): ``"int8"``
+            quantises the token table (one float32 scale per row); the others
+            convert every table. None keeps the file's tables, mapped.
+        config : dict or str or os.PathLike, optional
+            The model's config (a dict, or the path of a config.json), instead
+            of the ``config.json`` next to the weights. Use it for a weights
+            file of a family other than BERT, e.g. ``config={"model_type":
+            "xlm-roberta", "pad_token_id": 1}``.
 
         Returns
         -------
         BertEmbeddings
-            A layer with LayerNorm fused. Pickling it stores only `path` and
-            `dtype`; unpickling maps the file again.
+            Its :attr:`model_type`, :attr:`position_rule` and
+            :attr:`zero_masked_rows` say what it computes. Pickling it stores
+            only `path`, `dtype`, `table_dtype` and `config`; unpickling maps
+            the file again.
 
         Raises
         ------
-        FileNotFoundError, ValueError, KeyError, TypeError
-            A missing file, a truncated or malformed file, a missing tensor,
-            a table that is not a float tensor; each message names the file
-            (and the tensor).
-
-        Notes
-        -----
-        Tensor names are ``BertModel``'s (``embeddings.word_embeddings.weight``,
-        ``embeddings.position_embeddings.weight``,
-        ``embeddings.token_type_embeddings.weight``, ``embeddings.LayerNorm.weight``
-        and ``.bias``, or the old ``.gamma`` and ``.beta``), with or without a
-        prefix such as ``bert.``. Without a token-type table there is no
-        segment term. With the default position ids (0..S-1) the result equals
-        ``transformers.BertModel.from_pretrained(path).eval().embeddings``.
+        FileNotFoundError
+            A missing path, or a directory without weights or config.json.
+        ValueError
+            An unsupported model type or configuration, a malformed file or
+            config.json, tables whose shapes disagree with each other or with
+            the config, a pickle that would run code (``pytorch_model.bin``).
+        KeyError
+            A tensor the family needs is missing (the message names the file
+            and the tensor).
+        TypeError
+            A table that is not a float tensor; a bad `dtype` or `config`.
 
         Examples
         --------
         >>> import numpy as np
         >>> from bertembed import BertEmbeddings
-        >>> layer = BertEmbeddings.from_pretrained("bert-base-uncased/")  # doctest: +SKIP
-        >>> layer.vocab_size, layer.hidden_size, layer.dtype  # doctest: +SKIP
-        (30522, 768, dtype('float32'))
-        >>> layer([[101, 7592, 2088, 102]], [[0, 0, 0, 0]]).shape  # doctest: +SKIP
-        (1, 4, 768)
+        >>> layer = BertEmbeddings.from_pretrained("path/to/xlm-roberta-base")  # doctest: +SKIP
+        >>> layer.model_type, layer.position_rule  # doctest: +SKIP
+        ('xlm-roberta', PositionRule(kind='padding', offset=0, padding_idx=1))
+        >>> layer([[0, 35378, 2]]).shape  # doctest: +SKIP
+        (1, 3, 768)
         """
-        from ._pretrained import load
-
-        return load(cls, path, dtype=dtype)
+        C.as_result_dtype(dtype, np.dtype(np.float32))  # a bad dtype fails before any file is read
+        target = T.as_table_dtype(table_dtype)
+        ckpt = _pretrained.read(path, config=config, table_dtype=target)
+        layer = cls.__new__(cls)
+        try:
+            layer._init(ckpt.tables, dtype, ckpt.rule, ckpt.zero_masked_rows)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{ckpt.path}: {exc}") from exc
+        layer._model_type = ckpt.model_type
+        if isinstance(config, (str, os.PathLike)):
+            config = str(Path(os.fspath(config)).expanduser().resolve())
+        layer._source = (ckpt.path, target, None if config is None else config)
+        return layer
 
     def _fingerprint(self) -> tuple[Any, ...]:
         """What must not change between pickling and unpickling a loaded layer."""
@@ -169,12 +205,10 @@ class BertEmbeddings:
         so the file must exist at the same absolute path there. A layer built
         from arrays pickles its validated tables.
         """
+        dtype = "bfloat16" if T.is_bfloat16(self._dtype) else self._dtype.name
         if self._source is not None:
-            from ._pretrained import reopen
-
-            return reopen, (type(self), self._source, self._dtype.name, self._fingerprint())
-        return _rebuild, (type(self), self._tables, self._dtype.str if not T.is_bfloat16(self._dtype)
-                          else "bfloat16", self._rule, self._zero_masked)
+            return _reopen, (type(self), *self._source, dtype, self._fingerprint())
+        return _rebuild, (type(self), self._tables, dtype, self._rule, self._zero_masked)
 
     def __call__(
         self,
@@ -350,6 +384,26 @@ def _as_rule(rule: PositionRule | str, padding_idx: int | None, tables: Tables) 
     if tables.pos is not None and rule.kind == "none":
         raise ValueError("the position rule 'none' is for layers without position_embeddings")
     return rule
+
+
+def _reopen(
+    cls: type[BertEmbeddings], path: str, table_dtype: str | None, config: Any, dtype: str,
+    expected: tuple[Any, ...],
+) -> BertEmbeddings:
+    """Unpickle a loaded layer: map its checkpoint again.
+
+    `expected` is the layer's :meth:`~BertEmbeddings._fingerprint` when it was
+    pickled; a checkpoint that no longer matches is a ValueError.
+    """
+    layer = cls.from_pretrained(path, dtype=dtype, table_dtype=table_dtype, config=config)
+    now = layer._fingerprint()
+    if now != tuple(expected):
+        raise ValueError(
+            f"{path}: the checkpoint changed since the layer was pickled: "
+            f"(vocab_size, max_positions, type_vocab_size, hidden_size, layer_norm, ln_eps) "
+            f"was {tuple(expected)}, is {now}"
+        )
+    return layer
 
 
 def _rebuild(

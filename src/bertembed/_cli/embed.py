@@ -1,11 +1,11 @@
-"""``bertembed embed``: a checkpoint applied to an id file, or to one sentence pair.
+"""``bertembed embed``: a checkpoint applied to an id file, or to one text or text pair.
 
 With ``--ids`` the ids are memory-mapped and embedded chunk by chunk into a
 memory-mapped ``.npy`` file under a temporary name, renamed when complete
-(memory stays bounded by ``--chunk-rows``, or by
-:data:`bertembed._cli.AUTO_CHUNK_BYTES` of result per chunk); with
-``--text-a`` (and ``--text-b``) the pair is tokenised with the model's
-``tokenizer.json`` and its rows are printed.
+(memory stays bounded by ``--chunk-rows``, or by :data:`AUTO_CHUNK_BYTES` of
+result per chunk); with ``--text`` (and ``--text-pair``) the text is tokenised
+with the model's ``tokenizer.json`` (:mod:`bertembed._cli.text`: the ids and
+token types its own tokenizer gives) and its rows are printed.
 """
 
 from __future__ import annotations
@@ -19,8 +19,21 @@ from typing import Any
 
 import numpy as np
 
-from . import _cli
-from ._cli import EXIT_USAGE, EXPECTED_ERRORS, CLIError, ProgressBar, _check_out_dir, _describe
+from .. import BertEmbeddings
+from .common import (
+    EXIT_USAGE,
+    EXPECTED_ERRORS,
+    CLIError,
+    ProgressBar,
+    check_out_dir,
+    describe,
+    partial_path,
+    positive_int,
+)
+from .text import encode, load_tokenizer
+
+#: The result size one chunk aims at when ``--chunk-rows`` is not given.
+AUTO_CHUNK_BYTES = 64 << 20
 
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -48,8 +61,6 @@ def _load_ids(path: Path, what: str) -> np.ndarray:
 
 
 def _load_model(path: Path, dtype: str | None) -> Any:
-    from ._model import BertEmbeddings
-
     if not path.exists():
         raise CLIError(f"{path}: no such model directory or file")
     try:
@@ -57,16 +68,11 @@ def _load_model(path: Path, dtype: str | None) -> Any:
     except CLIError:
         raise
     except EXPECTED_ERRORS as exc:
-        raise CLIError(f"cannot load the model: {_describe(exc)}") from None
+        raise CLIError(f"cannot load the model: {describe(exc)}") from None
 
 
 def _auto_chunk_rows(seq: int, hidden: int, itemsize: int) -> int:
-    # Looked up on _cli at call time: it is defined (and may be patched) there.
-    return max(1, _cli.AUTO_CHUNK_BYTES // max(1, seq * hidden * itemsize))
-
-
-def _partial_path(out: Path) -> Path:
-    return out.with_name(f".{out.name}.partial-{os.getpid()}")
+    return max(1, AUTO_CHUNK_BYTES // max(1, seq * hidden * itemsize))
 
 
 def _same_file(a: Path, b: Path | None) -> bool:
@@ -100,19 +106,19 @@ def _bad_id_message(
     return str(exc)
 
 
-def _embed_file(args: argparse.Namespace, layer: Any) -> int:
+def _embed_file(args: argparse.Namespace, model: Path, layer: Any) -> int:
     ids = _load_ids(args.ids, "token ids")
     segs = None
     if args.segment_ids is not None:
         if layer.type_vocab_size == 0:
-            raise CLIError(f"{args.model}: the model has no segment table; drop --segment-ids")
+            raise CLIError(f"{model}: the model has no segment table; drop --segment-ids")
         segs = _load_ids(args.segment_ids, "segment ids")
         if segs.shape != ids.shape:
             raise CLIError(
                 f"shapes differ: {args.segment_ids} has shape {segs.shape}, "
                 f"{args.ids} has shape {ids.shape}"
             )
-    _check_out_dir(args.out)
+    check_out_dir(args.out)
     for src in (args.ids, args.segment_ids):
         if _same_file(args.out, src):
             raise CLIError(f"--out {args.out} would overwrite the input {src}")
@@ -128,7 +134,7 @@ def _embed_file(args: argparse.Namespace, layer: Any) -> int:
     if ids.ndim == 1:
         chunk = 1  # one sequence: a single call
     out_path: Path = args.out
-    tmp = _partial_path(out_path)
+    tmp = partial_path(out_path)
     start_time = time.perf_counter()
     try:
         result = np.lib.format.open_memmap(
@@ -175,62 +181,40 @@ def _embed_file(args: argparse.Namespace, layer: Any) -> int:
     return 0
 
 
-def _tokenize_pair(
-    model: Path, text_a: str, text_b: str | None
-) -> tuple[list[str], list[int], list[int]]:
-    """``[CLS] a [SEP] b [SEP]`` with the model's WordPiece tokenizer: tokens, ids, segments."""
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
+def _embed_text(args: argparse.Namespace, model: Path, layer: Any) -> int:
+    enc = encode(load_tokenizer(model), args.text, args.text_pair)
+    what = "pair" if args.text_pair is not None else "text"
+    if not enc.ids:
+        raise CLIError(f"the {what} gives no tokens")
+    max_positions = getattr(layer, "max_positions", None)
+    if max_positions and len(enc.ids) > max_positions:
         raise CLIError(
-            "--text-a needs the optional 'tokenizers' package (pip install tokenizers); "
-            "or pass token ids with --ids"
-        ) from None
-    directory = model if model.is_dir() else model.parent
-    path = directory / "tokenizer.json"
-    if not path.is_file():
-        raise CLIError(f"{path}: not found; --text-a needs the model's tokenizer.json (or use --ids)")
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:  # the tokenizers package raises a bare Exception
-        raise CLIError(f"{path}: cannot read the tokenizer: {exc}") from None
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if cls_id is None or sep_id is None:
-        raise CLIError(f"{path}: the vocabulary has no [CLS] or [SEP] token (not a BERT tokenizer?)")
-    enc_a = tokenizer.encode(text_a, add_special_tokens=False)
-    tokens = ["[CLS]", *enc_a.tokens, "[SEP]"]
-    ids = [cls_id, *enc_a.ids, sep_id]
-    segments = [0] * len(ids)  # [CLS], sentence A and the first [SEP]
-    if text_b is not None:
-        enc_b = tokenizer.encode(text_b, add_special_tokens=False)
-        tokens += [*enc_b.tokens, "[SEP]"]
-        ids += [*enc_b.ids, sep_id]
-        segments += [1] * (len(enc_b.ids) + 1)  # sentence B and the second [SEP]
-    return tokens, ids, segments
-
-
-def _embed_text(args: argparse.Namespace, layer: Any) -> int:
-    tokens, ids, segments = _tokenize_pair(args.model, args.text_a, args.text_b)
-    if len(ids) > layer.max_positions:
-        raise CLIError(
-            f"the pair has {len(ids)} tokens, more than the model's {layer.max_positions} positions"
+            f"the {what} has {len(enc.ids)} tokens, more than the model's {max_positions} positions"
         )
-    if layer.type_vocab_size < (2 if args.text_b is not None else 1):
-        raise CLIError(f"{args.model}: the model's segment table cannot hold sentence B")
-    tok_ids = np.array([ids], dtype=np.int64)
-    seg_ids = np.array([segments], dtype=np.int64)
+    tok_ids = np.array([enc.ids], dtype=np.int64)
+    seg_ids = None
+    if layer.type_vocab_size:
+        # The token types the tokenizer's template gives; a model without a
+        # segment table (type_vocab_size 0) takes none, as in transformers.
+        worst = max(enc.type_ids, default=0)
+        if worst >= layer.type_vocab_size:
+            raise CLIError(
+                f"{model}: the tokenizer gives token type {worst}, but the model's segment "
+                f"table has {layer.type_vocab_size} row{'s' if layer.type_vocab_size != 1 else ''}"
+            )
+        seg_ids = np.array([enc.type_ids], dtype=np.int64)
     E = layer(tok_ids, seg_ids, num_threads=args.threads)
-    width = max(len(t) for t in tokens)
-    print(f"{'pos':>4} {'token':<{width}} {'id':>6} {'seg':>3}  embedding (first values)")
-    for s, token in enumerate(tokens):
+    width = max(len("token"), *(len(t) for t in enc.tokens))
+    print(f"{'index':>5} {'token':<{width}} {'id':>6} {'type':>4}  embedding (first values)")
+    for s, token in enumerate(enc.tokens):
         head = ", ".join(f"{v:+.4f}" for v in E[0, s, :4])
         more = ", ..." if E.shape[-1] > 4 else ""
-        print(f"{s:>4} {token:<{width}} {ids[s]:>6} {segments[s]:>3}  [{head}{more}]")
+        print(f"{s:>5} {token:<{width}} {enc.ids[s]:>6} {enc.type_ids[s]:>4}  [{head}{more}]")
+    if seg_ids is None and any(enc.type_ids):
+        print("(the model has no segment table: the token types are shown, not embedded)")
     if args.out is not None:
-        _check_out_dir(args.out)
-        tmp = _partial_path(args.out)
+        check_out_dir(args.out)
+        tmp = partial_path(args.out)
         try:
             with open(tmp, "wb") as fh:
                 np.save(fh, E)
@@ -242,17 +226,81 @@ def _embed_text(args: argparse.Namespace, layer: Any) -> int:
     return 0
 
 
+def _model_path(args: argparse.Namespace) -> Path:
+    given = [p for p in (args.model, args.model_option) if p is not None]
+    if not given:
+        raise CLIError("give the model: bertembed embed MODEL ... (or --model MODEL)", EXIT_USAGE)
+    if len(given) == 2 and given[0] != given[1]:
+        raise CLIError(f"two models given: {given[0]} and --model {given[1]}", EXIT_USAGE)
+    return given[0]
+
+
 def cmd_embed(args: argparse.Namespace) -> int:
-    """Embed an id file (chunked, bounded memory) or one tokenised sentence pair."""
-    if args.text_a is None and args.text_b is not None:
-        raise CLIError("--text-b needs --text-a", EXIT_USAGE)
-    if (args.ids is None) == (args.text_a is None):
-        raise CLIError("give either --ids FILE.npy or --text-a TEXT", EXIT_USAGE)
+    """Embed an id file (chunked, bounded memory) or one text or text pair."""
+    model = _model_path(args)
+    if args.text is None and args.text_pair is not None:
+        raise CLIError("--text-pair needs --text", EXIT_USAGE)
+    if (args.ids is None) == (args.text is None):
+        raise CLIError("give either --ids FILE.npy or --text TEXT", EXIT_USAGE)
     if args.ids is None and args.segment_ids is not None:
-        raise CLIError("--segment-ids goes with --ids (text pairs get their own)", EXIT_USAGE)
+        raise CLIError("--segment-ids goes with --ids (a text gets its tokenizer's types)", EXIT_USAGE)
     if args.ids is not None and args.out is None:
         raise CLIError("--ids needs --out FILE.npy", EXIT_USAGE)
-    layer = _load_model(args.model, args.dtype)
+    layer = _load_model(model, args.dtype)
     if args.ids is not None:
-        return _embed_file(args, layer)
-    return _embed_text(args, layer)
+        return _embed_file(args, model, layer)
+    return _embed_text(args, model, layer)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``embed`` on the subcommand parsers ``sub``."""
+    embed = sub.add_parser(
+        "embed",
+        help="embed a token id file, or a text (pair), with a checkpoint",
+        description="Apply the embedding layer of a Hugging Face checkpoint "
+        "(config.json + model.safetensors) to a .npy file of token ids, chunk by chunk "
+        "(memory stays bounded by --chunk-rows), or to one text or text pair tokenised with "
+        "the model's own tokenizer.json: the same ids and token types as its tokenizer gives "
+        "(its post-processor's special tokens and types; its padding and truncation settings "
+        "are not applied).",
+    )
+    embed.add_argument(
+        "model", nargs="?", type=Path, metavar="MODEL",
+        help="checkpoint directory (config.json + model.safetensors) or .safetensors file",
+    )
+    embed.add_argument(
+        "--model", dest="model_option", type=Path, metavar="MODEL", help="the same as MODEL"
+    )
+    embed.add_argument(
+        "--ids", type=Path, metavar="FILE.npy", help="integer token ids, shape (B, S) or (S,)"
+    )
+    embed.add_argument(
+        "--segment-ids", type=Path, metavar="FILE.npy",
+        help="segment ids of the same shape (default: all 0)",
+    )
+    embed.add_argument(
+        "--text", "--text-a", dest="text", metavar="TEXT",
+        help="instead of --ids: a text, tokenised with the model's tokenizer.json "
+        "(needs the 'tokenizers' package)",
+    )
+    embed.add_argument(
+        "--text-pair", "--text-b", dest="text_pair", metavar="TEXT",
+        help="the second text of a pair (its token types are the tokenizer's)",
+    )
+    embed.add_argument(
+        "--out", type=Path, metavar="FILE.npy",
+        help="where to write the result, shape ids.shape + (H,) (required with --ids)",
+    )
+    embed.add_argument(
+        "--chunk-rows", type=positive_int, metavar="N",
+        help="sequences per chunk (default: about 64 MiB of result per chunk)",
+    )
+    embed.add_argument(
+        "--dtype", choices=("float32", "float64"),
+        help="result dtype (default: the checkpoint's, float32 for most)",
+    )
+    embed.add_argument(
+        "--threads", type=positive_int, metavar="T", help="OpenMP threads (default: automatic)"
+    )
+    embed.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    embed.set_defaults(func=cmd_embed)

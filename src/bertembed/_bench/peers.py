@@ -1,10 +1,12 @@
-"""The peers of the benchmark harness: NumPy, ``np.copyto``, torch and ONNX Runtime.
+"""The peers of the benchmark harness: NumPy, ``np.take``, ``np.copyto``, torch, ONNX Runtime.
 
 Each peer's builder, ``build(case, inputs, context)``, returns a no-argument
-callable doing one call (see :class:`bertembed._bench.Peer`); :data:`PEERS`
-names them. :func:`bertembed._bench.run` picks its peers with
-``_resolve_peers`` and checks each one's output against bertembed's with
-``_mismatch`` before timing it.
+callable doing one call, or a :class:`~bertembed._bench.data.Contender`
+(see :class:`~bertembed._bench.data.Peer`); :data:`PEERS` names them. Every
+peer gets the settings a critic would give it: torch under
+``torch.inference_mode`` with in-place adds, one inter-op thread and its
+intra-op threads set; ONNX Runtime with every graph optimisation, its
+intra-op threads set, its own threads spinning, sequential execution.
 
 Only NumPy is needed to import this module: torch, onnx and onnxruntime are
 imported when their peer is built, and a missing one raises ImportError
@@ -13,16 +15,17 @@ imported when their peer is built, and a missing one raises ImportError
 
 from __future__ import annotations
 
-import math
+import contextlib
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from ._bench import LN_EPS, Case, Context, Fn, Inputs, Peer
+from .data import LN_EPS, Case, Contender, Context, Fn, Inputs, Peer
 
 
 def _numpy_build(case: Case, d: Inputs, ctx: Context) -> Fn:
+    """DESIGN.md's NumPy expression ``tok[ids] + pos[arange(S)] + seg[sids]`` (+ LayerNorm)."""
     positions = np.arange(case.seq)
 
     def call() -> np.ndarray:
@@ -36,7 +39,19 @@ def _numpy_build(case: Case, d: Inputs, ctx: Context) -> Fn:
     return call
 
 
+def _take_build(case: Case, d: Inputs, ctx: Context) -> Fn:
+    """The gather floor: ``np.take`` of the token rows into a preallocated buffer (one thread)."""
+    dst = np.empty((case.batch, case.seq, case.H), d.tok.dtype)
+    dst.fill(1.0)
+
+    def call() -> np.ndarray:
+        return np.take(d.tok, d.ids, axis=0, out=dst)
+
+    return call
+
+
 def _copyto_build(case: Case, d: Inputs, ctx: Context) -> Fn:
+    """The bandwidth yardstick: ``np.copyto`` of an array of the result's size."""
     shape = (case.batch, case.seq, case.H)
     src = np.full(shape, 0.5, case.dtype)
     dst = np.zeros(shape, case.dtype)
@@ -49,25 +64,36 @@ def _copyto_build(case: Case, d: Inputs, ctx: Context) -> Fn:
     return call
 
 
-def _torch_build(case: Case, d: Inputs, ctx: Context) -> Fn:
+def _torch_build(case: Case, d: Inputs, ctx: Context) -> Contender:
+    """Eager torch: ``F.embedding`` of tokens and segments, positions as a slice, ``F.layer_norm``."""
     import torch
     import torch.nn.functional as F
 
+    threads = ctx.threads
+    # Only possible before torch's first inter-op work (a fresh process); then kept.
+    with contextlib.suppress(RuntimeError):
+        torch.set_num_interop_threads(1)
     ctx.stack.callback(torch.set_num_threads, torch.get_num_threads())
-    torch.set_num_threads(ctx.threads)
+    torch.set_num_threads(threads)
+    ctx.stack.enter_context(torch.inference_mode())
     tok, pos, seg = (torch.from_numpy(a) for a in (d.tok, d.pos, d.seg))
     w, b = torch.from_numpy(d.ln_weight), torch.from_numpy(d.ln_bias)
     ids, sids = torch.from_numpy(d.ids), torch.from_numpy(d.segment_ids)
-    positions = torch.arange(case.seq).unsqueeze(0)  # like BertEmbeddings' buffer
+    positions = pos[: case.seq]  # positions 0..S-1: a view, broadcast over the batch
+
+    def prepare() -> None:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
     def call() -> Any:
-        with torch.inference_mode():
-            e = F.embedding(ids, tok) + F.embedding(positions, pos) + F.embedding(sids, seg)
-            if case.layer_norm:
-                e = F.layer_norm(e, (case.H,), w, b, LN_EPS)
+        e = F.embedding(ids, tok)
+        e += positions
+        e += F.embedding(sids, seg)
+        if case.layer_norm:
+            e = F.layer_norm(e, (case.H,), w, b, LN_EPS)
         return e.numpy()
 
-    return call
+    return Contender(call, prepare)
 
 
 def _ort_session(d: Inputs, ctx: Context) -> Any:
@@ -106,9 +132,13 @@ def _ort_session(d: Inputs, ctx: Context) -> Any:
         opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
     )
     opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = ctx.threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # ONNX Runtime's own default, stated: its workers spin between calls,
+    # which is fastest for itself (and what slows a neighbour in one process).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
     session = ort.InferenceSession(
         model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
     )
@@ -117,6 +147,7 @@ def _ort_session(d: Inputs, ctx: Context) -> Any:
 
 
 def _ort_build(case: Case, d: Inputs, ctx: Context) -> Fn:
+    """ONNX Runtime's fused ``EmbedLayerNormalization`` (int32 ids, converted once, untimed)."""
     session = _ort_session(d, ctx)
     feed = {
         "input_ids": d.ids.astype(np.int32),
@@ -129,23 +160,37 @@ def _ort_build(case: Case, d: Inputs, ctx: Context) -> Fn:
     return call
 
 
+def _plain_tables(case: Case) -> bool:
+    return case.table_dtype is None
+
+
 #: Known peers, by name.
 PEERS: dict[str, Peer] = {
     p.name: p
     for p in (
-        Peer("numpy", lambda c: not c.out, _numpy_build),
+        Peer("numpy", lambda c: not c.out and _plain_tables(c), _numpy_build),
+        Peer("take", lambda c: c.layer_norm and not c.out and _plain_tables(c), _take_build,
+             checked=False),
         Peer("copyto", lambda c: c.out, _copyto_build, checked=False),
-        Peer("torch", lambda c: not c.out, _torch_build),
+        Peer("torch", lambda c: not c.out and _plain_tables(c), _torch_build, threaded=True),
         Peer(
             "onnxruntime",
-            lambda c: c.layer_norm and c.dtype == "float32" and not c.out,
+            lambda c: c.layer_norm and c.dtype == "float32" and not c.out and _plain_tables(c),
             _ort_build,
+            threaded=True,
         ),
     )
 }
 
 
-def _resolve_peers(peers: Iterable[str | Peer] | None) -> list[Peer]:
+def resolve_peers(peers: Iterable[str | Peer] | None) -> list[Peer]:
+    """Peers by name (from :data:`PEERS`) or as given; default every known peer.
+
+    Examples
+    --------
+    >>> [p.name for p in resolve_peers(["numpy", "take"])]
+    ['numpy', 'take']
+    """
     if peers is None:
         return list(PEERS.values())
     resolved = []
@@ -157,25 +202,3 @@ def _resolve_peers(peers: Iterable[str | Peer] | None) -> list[Peer]:
         else:
             raise ValueError(f"unknown peer {p!r}; known peers: {', '.join(PEERS)}")
     return resolved
-
-
-def _mismatch(expected: np.ndarray, got: Any, dtype: str) -> str | None:
-    """None when ``got`` is close to ``expected`` (loosely), else a description."""
-    got = np.asarray(got)
-    if got.shape != expected.shape:
-        return f"shape {got.shape}, expected {expected.shape}"
-    tol = 1e-3 if dtype == "float32" else 1e-7
-    a, b = expected.reshape(-1), got.reshape(-1)
-    worst, bad = 0.0, 0
-    step = 1 << 20  # chunks: no full-size temporaries for 100 MB results
-    for i in range(0, a.size, step):
-        x = a[i : i + step].astype(np.float64)
-        y = b[i : i + step].astype(np.float64)
-        diff = np.abs(x - y)
-        ok = diff <= tol + tol * np.abs(x)
-        bad += int(ok.size - np.count_nonzero(ok))
-        if diff.size:
-            worst = max(worst, float(np.nanmax(diff)) if not np.isnan(diff).all() else math.inf)
-    if bad:
-        return f"{bad} of {a.size} values differ from bertembed's (max |diff| {worst:.3g})"
-    return None

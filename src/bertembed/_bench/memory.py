@@ -2,21 +2,22 @@
 
 :func:`peak_memory` measures with tracemalloc in this process and, on Linux,
 with the peak resident set size (``VmHWM``) around the call in a fresh
-subprocess. The goal it checks is :data:`bertembed._bench.PEAK_MEMORY_GOAL`.
+subprocess. The goal it checks is :data:`bertembed._bench.cases.PEAK_MEMORY_GOAL`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tracemalloc
 from dataclasses import asdict, replace
 from typing import Any
 
-from ._api import max_threads
-from ._bench import PEAK_MEMORY_GOAL, Case, bertembed_call, make_inputs
+from .. import max_threads
+from .cases import PEAK_MEMORY_GOAL
+from .data import Case, make_inputs
+from .spawn import emit, run_child
+from .subject import bertembed_call
 
 
 def _rss_status() -> tuple[int, int] | None:
@@ -52,24 +53,18 @@ def _rss_probe(spec: str) -> None:
     call()
     after = _rss_status()
     if before is None or after is None:
-        print(json.dumps(None))
+        emit(None)
         return
-    print(json.dumps({"before": before[0], "peak_before": before[1], "peak": after[1]}))
+    emit({"before": before[0], "peak_before": before[1], "peak": after[1]})
 
 
 def _rss_extra(case: Case, seed: int, threads: int) -> dict[str, Any]:
     spec = json.dumps({"case": asdict(case), "seed": seed, "threads": threads})
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    code = f"from bertembed._bench_memory import _rss_probe; _rss_probe({spec!r})"
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        return {"rss_error": proc.stderr.strip().splitlines()[-1:]}
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    code = "import sys; from bertembed._bench.memory import _rss_probe; _rss_probe(sys.argv[1])"
+    try:
+        got = run_child(code, [spec], timeout=600)
+    except RuntimeError as exc:
+        return {"rss_error": str(exc)}
     if got is None:
         return {"rss_error": "no VmRSS/VmHWM in /proc/self/status"}
     # The peak before the call must not exceed the RSS just before it, or the

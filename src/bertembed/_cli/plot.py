@@ -1,81 +1,18 @@
-"""``bertembed bench``: the comparison harness as a command, with a table, JSON and a plot.
-
-The timing itself is :func:`bertembed._bench.run` (imported when the command
-runs); this module selects the cases, drives the progress bar, writes the
-JSON and draws time per call against batch size with matplotlib.
-"""
+"""``bertembed bench --plot``: time per call against batch size, drawn with matplotlib."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._cli import CLIError, ProgressBar, _check_out_dir
-from ._version import __version__
+from .._version import __version__
+from .common import CLIError
 
 
-def _select_cases(cases: Sequence[Any], pattern: str | None) -> list[Any]:
-    """The cases whose name or label contains ``pattern`` (case-insensitive)."""
-    chosen = list(cases)
-    if pattern:
-        needle = pattern.lower()
-        chosen = [c for c in chosen if needle in _case_text(c).lower()]
-        if not chosen:
-            names = ", ".join(_case_text(c) for c in cases)
-            raise CLIError(f"--cases {pattern!r} matches none of the cases: {names}")
-    return chosen
-
-
-def _case_text(case: Any) -> str:
-    for attr in ("label", "name"):
-        value = getattr(case, attr, None)
-        if isinstance(value, str):
-            return value
-    return str(case)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Run the comparison harness; print a table, optionally save JSON and a plot."""
-    from . import _bench
-
-    if args.plot is not None:
-        _require_matplotlib()
-        _check_out_dir(args.plot, "--plot")
-    if args.json is not None:
-        _check_out_dir(args.json, "--json")
-    cases = _select_cases(_bench.DEFAULT_CASES, args.cases)
-    repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
-    kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads}
-    if args.peers is not None:
-        kwargs["peers"] = [p.strip() for p in args.peers.split(",") if p.strip()]
-    with ProgressBar(len(cases), "bench", unit="steps", enabled=not args.quiet) as bar:
-        results = _bench.run(cases, progress=bar, **kwargs)
-    print(_bench.format_table(results))
-    if args.json is not None:
-        _write_text(args.json, json.dumps(results, indent=2, default=str) + "\n")
-        print(f"wrote {args.json}")
-    if args.plot is not None:
-        plot_results(results, args.plot)
-        print(f"wrote {args.plot}")
-    return 0
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _require_matplotlib() -> None:
+def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -101,6 +38,8 @@ def _result_times(result: Mapping[str, Any]) -> dict[str, float]:
 def _result_group(result: Mapping[str, Any]) -> str:
     """The series a result belongs to: everything that defines a case but the batch size."""
     parts = [str(result.get("dtype", ""))]
+    if result.get("table_dtype"):
+        parts.append(f"{result['table_dtype']} tables")
     parts.append("+ LayerNorm" if result.get("layer_norm") else "sum")
     if result.get("out"):
         parts.append("into out=")
@@ -128,11 +67,11 @@ def plot_results(results: Sequence[Mapping[str, Any]], path: Path) -> None:
     Parameters
     ----------
     results : sequence of dict
-        Rows as returned by ``bertembed._bench.run``.
+        Rows as returned by ``bertembed._bench.runner.run``.
     path : pathlib.Path
         Where to write the image (the format follows the suffix, e.g. ``.png``).
     """
-    _require_matplotlib()
+    require_matplotlib()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,7 +117,10 @@ def plot_results(results: Sequence[Mapping[str, Any]], path: Path) -> None:
         ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(groups):]:
         ax.set_visible(False)
-    fig.suptitle(f"bertembed {__version__}: time per call (lower is better)")
+    scenario = {"isolated": "each contender in its own process",
+                "shared-process": "all contenders in one process"}.get(str(results[0].get("scenario")), "")
+    title = f"bertembed {__version__}: time per call (lower is better)"
+    fig.suptitle(f"{title}\n{scenario}" if scenario else title)
     fig.tight_layout()
     tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
     try:

@@ -1,0 +1,145 @@
+"""The results of a run as plain text: the comparison table and the goal rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .data import BERTEMBED, BERTEMBED_T, SCENARIOS
+
+#: Column order of the table (contenders not listed here come after, in order of appearance).
+COLUMNS = [BERTEMBED, BERTEMBED_T, "numpy", "take", "copyto", "torch", "onnxruntime"]
+
+#: DESIGN.md's goal rows that these tables do not measure.
+NOT_TIMED = (
+    "peak memory of one call <= 1.1x the result is measured by benchmarks/run.py; "
+    "the bfloat16-checkpoint private memory and int8-table rows are not measured by the harness"
+)
+
+
+def fmt_time(seconds: float) -> str:
+    """A duration with three significant digits and a unit.
+
+    Examples
+    --------
+    >>> fmt_time(5.71e-05), fmt_time(0.00487)
+    ('57.1 us', '4.87 ms')
+    """
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+             for line in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def _variants_of(r: Mapping[str, Any], name: str) -> list[str]:
+    return [lab for lab, v in r.get("variants", {}).items() if v.get("contender") == name]
+
+
+def _cell(r: Mapping[str, Any], name: str) -> str:
+    if name in r["timings"]:
+        t = r["timings"][name]
+        text = fmt_time(t["median_s"])
+        if name in r["ratios"]:
+            text += f" ({r['ratios'][name]:.2f}x)"
+        threads = t.get("threads")
+        if threads is not None and (name == BERTEMBED or len(_variants_of(r, name)) > 1):
+            text += f" @{threads}"
+        return text
+    if name in r["skipped"]:
+        return r["skipped"][name]["status"]
+    return "-"
+
+
+def scenario_text(results: Sequence[Mapping[str, Any]]) -> str:
+    """The label of the scenario the results were measured in."""
+    scenario = results[0].get("scenario", "") if results else ""
+    return SCENARIOS.get(scenario, scenario or "unknown scenario")
+
+
+def format_table(results: Sequence[Mapping[str, Any]]) -> str:
+    """A plain-text table of medians and ratios, one row per case, labelled with its scenario.
+
+    Parameters
+    ----------
+    results : sequence of dict
+        The output of :func:`bertembed._bench.runner.run`.
+
+    Returns
+    -------
+    str
+        Cells are ``median (ratio x) @threads``; ``ratio`` is the contender's
+        median / bertembed's (automatic threads), so above 1 means bertembed
+        is faster; ``@n`` is the thread count that was fastest (peers measured
+        at 1 and T) or that bertembed's automatic choice took. Skipped
+        contenders show their status; ``-`` means the contender does not
+        apply to the case.
+    """
+    if not results:
+        return "(no results)"
+    names: list[str] = []
+    for r in results:
+        for name in [*r["timings"], *r["skipped"]]:
+            if name not in names:
+                names.append(name)
+    order = {n: (COLUMNS.index(n) if n in COLUMNS else len(COLUMNS), i) for i, n in enumerate(names)}
+    names.sort(key=order.__getitem__)
+    header = ["case", "T", *(n.replace(BERTEMBED_T, "bertembed T") for n in names)]
+    rows = [[r["name"], str(r["threads"]), *(_cell(r, n) for n in names)] for r in results]
+    first = results[0]
+    lines = [f"scenario: {scenario_text(results)}", *_grid(header, rows), ""]
+    lines.append(
+        f"medians of {first['repeats']} samples per contender; cell = median "
+        "(contender / bertembed; >1 means bertembed is faster) @threads"
+    )
+    lines.append(
+        "T: most threads any contender may use; bertembed: its automatic choice (@ the threads "
+        "it took); bertembed T: at T threads; torch, onnxruntime: the faster of 1 and T threads; "
+        "numpy, take, copyto: one thread"
+    )
+    m = first["machine"]
+    lines.append(
+        f"machine: {m.get('platform')}, {m.get('cpu_model')}, cpu_count={m.get('cpu_count')}; "
+        f"numpy {m.get('numpy')}, torch {m.get('torch')}, onnxruntime {m.get('onnxruntime')}"
+    )
+    skipped = {(p, s["status"], s["reason"]) for r in results for p, s in r["skipped"].items()}
+    for p, status, reason in sorted(skipped):
+        lines.append(f"{p}: {status}: {reason}")
+    return "\n".join(lines)
+
+
+def format_goals(results: Sequence[Mapping[str, Any]]) -> str:
+    """The DESIGN.md goal rows the run measured: ratio, bound and verdict.
+
+    Parameters
+    ----------
+    results : sequence of dict
+        The output of :func:`bertembed._bench.runner.run`.
+
+    Returns
+    -------
+    str
+        One row per goal of a case that was run; "n/a" with the reason when
+        a side of the ratio was not measured (a missing library, bfloat16
+        tables this bertembed refuses, a case not selected).
+    """
+    rows = []
+    for r in results:
+        for g in r.get("goals", {}).values():
+            if g["ratio"] is None:
+                measured, verdict = "-", f"n/a: {g.get('reason', 'not measured')}"
+            else:
+                measured = f"{g['ratio']:.2f}"
+                verdict = ("met" if g["met"] else "MISSED") + f" ({g['numerator']} / {g['denominator']})"
+            rows.append([f"{g['text']} {g['op']} {g['bound']:g}", measured, verdict])
+    if not rows:
+        return "(no DESIGN.md goal among the cases run)"
+    return "\n".join([f"DESIGN.md goals ({scenario_text(results)})",
+                      *_grid(["goal", "measured", "verdict"], rows), f"not here: {NOT_TIMED}"])

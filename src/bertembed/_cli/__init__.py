@@ -1,0 +1,31 @@
+"""The ``bertembed`` command line (stdlib argparse).
+
+Subcommands: ``demo`` (the seed's sentence pair, step by step), ``info``
+(this build: version, OpenMP, threads, compiler, dtypes), ``bench`` (the
+comparison harness with a progress bar, a table, JSON and a plot) and
+``embed`` (a checkpoint applied to a large id file in bounded memory, or to
+one text or text pair tokenised with the model's own ``tokenizer.json``).
+
+Expected failures (a missing or malformed file, a bad id, a bad argument)
+print one line, ``bertembed: error: ...``, on stderr and exit non-zero;
+they never print a traceback.
+
+Layout (imports go one way, downwards)::
+
+    parser      build_parser, main                      (top)
+    demo, info, bench, embed                            one module per subcommand
+    plot, text                                          bench --plot; embed --text
+    common      CLIError, exit codes, ProgressBar, file helpers   (bottom)
+
+Examples
+--------
+>>> from bertembed._cli import main
+>>> main(["demo"])  # doctest: +ELLIPSIS
+Sentence pair: "The cat sat" / "It slept"  (H = 4)
+...
+0
+"""
+
+from .parser import main
+
+__all__ = ["main"]

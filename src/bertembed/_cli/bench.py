@@ -1,0 +1,108 @@
+"""``bertembed bench``: the comparison harness as a command, with a table, JSON and a plot.
+
+The timing itself is :func:`bertembed._bench.runner.run`; this module selects
+the cases, drives the progress bar, writes the JSON and hands the results to
+:func:`bertembed._cli.plot.plot_results`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._bench import cases as bench_cases
+from .._bench import report, runner
+from .common import CLIError, ProgressBar, check_out_dir, positive_int, write_text
+from .plot import plot_results, require_matplotlib
+
+
+def select_cases(cases: Sequence[Any], pattern: str | None) -> list[Any]:
+    """The cases whose name or label contains ``pattern`` (case-insensitive)."""
+    chosen = list(cases)
+    if pattern:
+        needle = pattern.lower()
+        chosen = [c for c in chosen if needle in _case_text(c).lower()]
+        if not chosen:
+            names = ", ".join(_case_text(c) for c in cases)
+            raise CLIError(f"--cases {pattern!r} matches none of the cases: {names}")
+    return chosen
+
+
+def _case_text(case: Any) -> str:
+    for attr in ("label", "name"):
+        value = getattr(case, attr, None)
+        if isinstance(value, str):
+            return value
+    return str(case)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the comparison harness; print a table, optionally save JSON and a plot."""
+    if args.plot is not None:
+        require_matplotlib()
+        check_out_dir(args.plot, "--plot")
+    if args.json is not None:
+        check_out_dir(args.json, "--json")
+    cases = select_cases(bench_cases.DEFAULT_CASES, args.cases)
+    repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
+    scenario = "shared-process" if args.shared_process else "isolated"
+    kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads, "scenario": scenario}
+    if args.peers is not None:
+        kwargs["peers"] = [p.strip() for p in args.peers.split(",") if p.strip()]
+    with ProgressBar(len(cases), "bench", unit="steps", enabled=not args.quiet) as bar:
+        results = runner.run(cases, progress=bar, **kwargs)
+    print(report.format_table(results))
+    print()
+    print(report.format_goals(results))
+    if args.json is not None:
+        write_text(args.json, json.dumps(results, indent=2, default=str) + "\n")
+        print(f"wrote {args.json}")
+    if args.plot is not None:
+        plot_results(results, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``bench`` on the subcommand parsers ``sub``."""
+    bench = sub.add_parser(
+        "bench",
+        help="compare bertembed with NumPy, torch and ONNX Runtime",
+        description="Time bertembed and each installed peer on random BERT-base-shaped "
+        "tables (fixed seed) and print the medians, the ratios and the DESIGN.md goals. "
+        "By default each contender is timed alone in its own fresh process, torch and ONNX "
+        "Runtime at the faster of 1 and T threads, bertembed at its automatic choice and at T.",
+    )
+    bench.add_argument(
+        "--repeats", type=positive_int, metavar="N",
+        help="timed samples per contender and case (default 15)"
+    )
+    bench.add_argument(
+        "--threads", type=positive_int, metavar="T",
+        help="T: the most threads any contender may use (default: all cores)",
+    )
+    bench.add_argument(
+        "--quick", action="store_true", help="3 repeats: a smoke test, not a measurement"
+    )
+    bench.add_argument(
+        "--cases", metavar="SUBSTR", help="run only the cases whose name contains SUBSTR"
+    )
+    bench.add_argument(
+        "--peers", metavar="LIST",
+        help="comma-separated peers to compare with (default: every installed one)",
+    )
+    bench.add_argument(
+        "--shared-process", action="store_true",
+        help="time every contender interleaved in this one process instead (the scenario "
+        "'next to a runtime that spins')",
+    )
+    bench.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    bench.add_argument(
+        "--plot", type=Path, metavar="FILE.png",
+        help="also draw time per call against batch size (needs matplotlib)",
+    )
+    bench.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    bench.set_defaults(func=cmd_bench)
