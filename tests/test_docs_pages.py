@@ -13,7 +13,9 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 SKIP_DIRS = {"_build", "_data", "_ext", "_templates", "generated"}
 #: Pages that must keep at least this many examples (so that examples turned
 #: into plain code blocks by mistake are noticed).
-LEAST_EXAMPLES = {"user-guide.rst": 10, "precision.rst": 10}
+LEAST_EXAMPLES = {"user-guide.rst": 10, "precision.rst": 10, "checkpoints.rst": 10}
+#: Optional packages a page's examples import (the test extra has them).
+NEEDS = {"checkpoints.rst": ["safetensors"]}
 
 
 def _pages() -> list[Path]:
@@ -32,6 +34,8 @@ needs_docs = pytest.mark.skipif(not PAGES, reason="docs/ is not beside the tests
 @needs_docs
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(DOCS).as_posix() for p in PAGES])
 def test_page_examples(page):
+    for module in NEEDS.get(page.relative_to(DOCS).as_posix(), []):
+        pytest.importorskip(module)
     result = doctest.testfile(
         str(page), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     )
