@@ -1,0 +1,265 @@
+"""Sphinx extension: the performance figures and tables, drawn from the harness's JSON at build time.
+
+The committed file (``bench_json`` in ``conf.py``, default ``_data/bench.json``,
+written by ``bertembed bench --json``) is read and checked when the build
+starts; a missing or malformed file stops the build with the reason. Three
+directives use it:
+
+``.. bench-figure::``
+    Time per call and each peer's ratio against batch size (float32 +
+    LayerNorm, S=128), one row of panels per scenario in the file, drawn with
+    matplotlib into the build directory (never into the sources). The
+    caption states the scenario, the repeats and the machine, from the file.
+``.. bench-table::``
+    One row per case: each contender's median time per call and its ratio to
+    bertembed. Option ``:scenario:`` (default: the first in the file).
+``.. bench-goals::``
+    The goals the run evaluated: ratio, bound, met or missed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bench_data import SCENARIOS, SUBJECT, BenchDataError, BenchRun, Case, load
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.application import Sphinx
+from sphinx.errors import SphinxError
+from sphinx.util.docutils import SphinxDirective
+
+#: Contenders in the order of the figure's legend and the table's columns.
+ORDER = ("bertembed", "bertembed-T", "numpy", "take", "copyto", "torch", "onnxruntime")
+
+
+class BenchJSONError(SphinxError):
+    """The build stops: the benchmark JSON is missing or malformed."""
+
+    category = "Benchmark data error (docs/_ext/bench_figure.py)"
+
+
+def _json_path(app: Sphinx) -> Path:
+    return Path(app.confdir) / app.config.bench_json
+
+
+def _load(app: Sphinx) -> BenchRun:
+    try:
+        return load(_json_path(app))
+    except BenchDataError as exc:
+        raise BenchJSONError(str(exc)) from None
+
+
+def _draw_once(app: Sphinx, run: BenchRun) -> Path:
+    """The figure's path, drawn unless a figure of the same JSON content exists."""
+    path = _figure_path(app, run)
+    if not path.exists():
+        try:
+            draw(run, path)
+        except BenchDataError as exc:
+            raise BenchJSONError(str(exc)) from None
+    return path
+
+
+def _figure_path(app: Sphinx, run: BenchRun) -> Path:
+    digest = hashlib.sha256(run.path.read_bytes()).hexdigest()[:12]
+    return Path(app.doctreedir) / "_bench" / f"bench-{digest}.png"
+
+
+def _contenders(cases: list[Case]) -> list[str]:
+    names = {n for c in cases for n in c.times}
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+def draw(run: BenchRun, path: Path) -> None:
+    """Draw the batch sweep of every scenario in `run` into `path` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
+    scenarios = [s for s in run.scenarios if len({c.batch for c in run.sweep(s)}) > 1]
+    if not scenarios:
+        raise BenchDataError(
+            f"{run.path}: no float32 + LayerNorm cases at S=128 over several batch sizes to draw "
+            "(run `bertembed bench` with its default cases)"
+        )
+    fig, axes = plt.subplots(len(scenarios), 2, figsize=(11.0, 4.3 * len(scenarios)), squeeze=False)
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = _contenders([c for s in scenarios for c in run.sweep(s)])
+    peers = [n for n in names if not n.startswith(SUBJECT)]
+    colors = {n: palette[i % len(palette)] for i, n in enumerate(peers)}
+    for (time_ax, ratio_ax), scenario in zip(axes, scenarios, strict=True):
+        cases = run.sweep(scenario)
+        batches = [c.batch for c in cases]
+        for name in _contenders(cases):
+            points = [(c.batch, c.times[name]) for c in cases if name in c.times]
+            style: dict[str, Any] = {"marker": "o", "label": name}
+            if name == SUBJECT:
+                style.update(linewidth=2.5, zorder=3, color="black")
+            elif name.startswith(SUBJECT):
+                style.update(linestyle="--", color="black")
+            else:
+                style.update(color=colors[name])
+            time_ax.plot([b for b, _ in points], [1e3 * t for _, t in points], **style)
+            if not name.startswith(SUBJECT):
+                ratios = [(c.batch, c.ratio(name)) for c in cases if name in c.times]
+                ratio_ax.plot([b for b, _ in ratios], [r for _, r in ratios], marker="o", label=name,
+                              color=colors[name])
+        ratio_ax.axhline(1.0, color="black", linewidth=1)
+        label = SCENARIOS[scenario].split(" (")[0]
+        time_ax.set_title(f"{label}: time per call", fontsize="medium")
+        time_ax.set_ylabel("median ms per call (lower is better)")
+        time_ax.set_yscale("log")
+        ratio_ax.set_title(f"{label}: peer time / bertembed time", fontsize="medium")
+        ratio_ax.set_ylabel("ratio (above 1: bertembed is faster)")
+        ratio_ax.set_yscale("log", base=2)
+        ratio_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ratio_ax.yaxis.set_minor_locator(NullLocator())
+        for ax in (time_ax, ratio_ax):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(batches, [str(b) for b in batches])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlabel("batch size B (S = 128, H = 768, float32 + LayerNorm)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize="small")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".partial-{os.getpid()}.png")
+    try:
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+
+
+def _prepare(app: Sphinx) -> None:
+    """Check the JSON and draw the figure before any page is read (fails the build if either fails)."""
+    _draw_once(app, _load(app))
+
+
+def _caption(run: BenchRun) -> str:
+    labels = "; ".join(SCENARIOS[s] for s in run.scenarios)
+    return (
+        f"Scenario: {labels}. Medians of {run.repeats} repeats, BERT-base-shaped tables "
+        f"(V = 30522, P = 512, H = 768). Machine: {run.describe_machine()}. "
+        f"Drawn at build time from {Path(run.path).name}."
+    )
+
+
+def _ms(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
+    table = nodes.table(classes=["bench-table"])
+    group = nodes.tgroup(cols=len(header))
+    table += group
+    for _ in header:
+        group += nodes.colspec(colwidth=1)
+    head, body = nodes.thead(), nodes.tbody()
+    group += head
+    group += body
+    for target, cells in ((head, [header]), (body, rows)):
+        for cells_row in cells:
+            row = nodes.row()
+            for cell in cells_row:
+                entry = nodes.entry()
+                entry += nodes.paragraph(text=cell)
+                row += entry
+            target += row
+    return table
+
+
+class _BenchDirective(SphinxDirective):
+    option_spec: ClassVar[dict[str, Any]] = {"scenario": directives.unchanged}
+
+    def run_data(self) -> BenchRun:
+        run = _load(self.env.app)
+        self.env.note_dependency(str(run.path))
+        return run
+
+    def scenario(self, run: BenchRun) -> str:
+        scenario = self.options.get("scenario", run.scenarios[0])
+        if scenario not in run.scenarios:
+            raise self.error(f"scenario {scenario!r} is not in {run.path} (it has: {', '.join(run.scenarios)})")
+        return scenario
+
+
+class BenchFigure(_BenchDirective):
+    """``.. bench-figure::``: the batch-sweep figure with a caption from the JSON."""
+
+    def run(self) -> list[nodes.Node]:
+        run = self.run_data()
+        png = _draw_once(self.env.app, run)  # drawn by _prepare already, unless cleaned since
+        doc_dir = Path(self.env.doc2path(self.env.docname)).parent
+        figure = nodes.figure(classes=["bench-figure"])
+        figure += nodes.image(uri=Path(os.path.relpath(png, doc_dir)).as_posix(), alt="benchmark figure")
+        figure += nodes.caption(text=_caption(run))
+        return [figure]
+
+
+class BenchTable(_BenchDirective):
+    """``.. bench-table::``: median time per call and ratio to bertembed, per case and contender."""
+
+    def run(self) -> list[nodes.Node]:
+        run = self.run_data()
+        scenario = self.scenario(run)
+        cases = [c for c in run.cases if c.scenario == scenario]
+        names = _contenders(cases)
+        peers = [n for n in names if n != SUBJECT]
+        rows = []
+        for c in cases:
+            if not c.measured:
+                rows.append([c.name, c.skipped.get(SUBJECT, "not measured"), *("-" for _ in peers)])
+                continue
+            auto = c.contender_threads.get(SUBJECT)
+            row = [c.name, f"{_ms(c.times[SUBJECT])}" + (f" @{auto}" if auto else "")]
+            for p in peers:
+                if p in c.times:
+                    t = c.contender_threads.get(p)
+                    row.append(f"{_ms(c.times[p])}" + (f" @{t}" if t else "") + f" ({c.ratio(p):.2f}x)")
+                else:
+                    row.append(c.skipped.get(p, "-"))
+            rows.append(row)
+        caption = nodes.paragraph(
+            text=f"{SCENARIOS[scenario]}; medians of {run.repeats} repeats; cell = median per call, "
+            f"@threads, (contender / bertembed: above 1, bertembed is faster). {run.describe_machine()}."
+        )
+        return [_table(["case", SUBJECT, *peers], rows), caption]
+
+
+class BenchGoals(_BenchDirective):
+    """``.. bench-goals::``: each goal the run evaluated, with its ratio and verdict."""
+
+    def run(self) -> list[nodes.Node]:
+        run = self.run_data()
+        scenario = self.scenario(run)
+        rows = []
+        for c in run.cases:
+            if c.scenario != scenario:
+                continue
+            for g in c.goals:
+                ratio = "n/a" if g.ratio is None else f"{g.ratio:.2f}"
+                verdict = "n/a" if g.met is None else ("met" if g.met else "missed")
+                rows.append([g.text, f"{g.op} {g.bound:g}", ratio, verdict])
+        if not rows:
+            raise self.error(f"{run.path} has no goals for the scenario {scenario!r}")
+        note = nodes.paragraph(text=f"{SCENARIOS[scenario]}; {run.describe_machine()}.")
+        return [_table(["goal", "bound", "measured", "verdict"], rows), note]
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("bench_json", "_data/bench.json", "env", types=(str,))
+    app.connect("builder-inited", _prepare)
+    app.add_directive("bench-figure", BenchFigure)
+    app.add_directive("bench-table", BenchTable)
+    app.add_directive("bench-goals", BenchGoals)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
