@@ -23,7 +23,8 @@ from ._tables import Table
 #: elements. Interleaved with NumPy, torch and ONNX Runtime, float32 +
 #: LayerNorm took 1.03 ms on one thread and 2.01 ms on two at B=16 S=128
 #: H=768 (1.6M elements), 3.0 against 3.8 ms at B=32 S=128 (3.1M), and
-#: 11.3 against 9.9 ms at B=32 S=512 (12.6M). See README, "Threads".
+#: 11.3 against 9.9 ms at B=32 S=512 (12.6M). See docs/performance.rst,
+#: "The automatic thread choice".
 PARALLEL_MIN_ELEMENTS = 1 << 22
 
 #: LayerNorm results at least this big are written with non-temporal stores:

@@ -27,8 +27,8 @@ def config() -> dict[str, object]:
         "max_threads": int(_kernel.max_threads()),
         "cpu_count": os.cpu_count(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-        "table_dtypes": "float32, float64 (float16 widened to float32)",
-        "result_dtypes": "float32, float64",
+        "table_dtypes": "float32, float64, float16, bfloat16 (read as stored); int8 token tables",
+        "result_dtypes": "float32, float64, float16, bfloat16",
         "id_dtypes": "any integer (int32/int64 natively)",
     }
 
