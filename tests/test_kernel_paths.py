@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from reference import reference, tolerance
 
-import bertembed
 from bertembed import _api, _kernel, bert_embeddings
 
 
@@ -89,11 +88,6 @@ def test_build_info_names_the_isa():
     assert isinstance(info["compiler"], str) and info["compiler"]
 
 
-def test_auto_threads_follow_work_size(monkeypatch):
-    assert _api.auto_threads(_api.PARALLEL_MIN_ELEMENTS - 1) == 1
-    assert _api.auto_threads(_api.PARALLEL_MIN_ELEMENTS) == bertembed.max_threads()
-
-
 def test_first_out_of_range_scans_every_position():
     for dt in (np.int32, np.int64):
         ids = np.zeros(1000, dt)
@@ -106,18 +100,10 @@ def test_first_out_of_range_scans_every_position():
             assert _kernel.first_out_of_range(bad, 1) == where
 
 
-def test_auto_threads_share_cores_between_concurrent_calls():
-    big = _api.PARALLEL_MIN_ELEMENTS
-    t = bertembed.max_threads()
-    assert _api.auto_threads(big, busy=0) == t
-    assert _api.auto_threads(big, busy=1) == max(1, t // 2)
-    assert _api.auto_threads(big, busy=t) == 1
-
-
 def test_in_flight_counter_returns_to_zero_after_errors():
     rng = np.random.default_rng(0)
     tok, pos = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
     bert_embeddings([[1, 2]], None, tok, pos, None)
     with pytest.raises(IndexError):
         bert_embeddings([[1, 9]], None, tok, pos, None)
-    assert _api._in_flight.count == 0
+    assert _kernel.in_flight() == 0

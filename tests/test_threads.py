@@ -20,7 +20,7 @@ import pytest
 from reference import reference
 
 import bertembed
-from bertembed import _api
+from bertembed import _kernel
 
 N_CALLERS = 8
 HAVE_PROC_TASKS = os.path.isdir("/proc/self/task")
@@ -255,7 +255,7 @@ def _big_inputs():
     rng = np.random.default_rng(5)
     tok = rng.standard_normal((1000, 128))
     pos = rng.standard_normal((512, 128))
-    batch = _api.PARALLEL_MIN_ELEMENTS // (256 * 128) + 1  # just above the automatic threshold
+    batch = 8  # 262,144 elements: well above the smallest call that may use several threads
     ids = rng.integers(0, 1000, (batch, 256))
     return ids, tok, pos
 
@@ -368,16 +368,23 @@ def test_threadpool_limits_keep_automatic_calls_serial(limited):
     seen = {}
 
     def work(i):
-        if limited:
-            with threadpoolctl.threadpool_limits(limits=1, user_api="openmp"):
+        # Several calls: the automatic choice tries one thread and all of them first.
+        for _ in range(6):
+            if limited:
+                with threadpoolctl.threadpool_limits(limits=1, user_api="openmp"):
+                    seen["max"] = bertembed.max_threads()
+                    got = bertembed.bert_embeddings(ids, None, tok, pos, None)
+            else:
                 seen["max"] = bertembed.max_threads()
                 got = bertembed.bert_embeddings(ids, None, tok, pos, None)
-        else:
-            seen["max"] = bertembed.max_threads()
-            got = bertembed.bert_embeddings(ids, None, tok, pos, None)
-        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
-    before, during, after = _count_while_alive(1, work)
+    # The automatic choice without learning: all allowed threads for a call this big.
+    settings = _kernel.auto_threads_settings(learning=False)
+    try:
+        before, during, after = _count_while_alive(1, work)
+    finally:
+        _kernel.auto_threads_settings(*settings)
     if limited:
         assert seen["max"] == 1
         assert during - before == 1, "a worker thread was started despite limits=1"

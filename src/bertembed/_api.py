@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -15,17 +14,7 @@ from ._pool import pool as _pool
 from ._positions import PositionRule
 from ._tables import Table
 
-#: Below this many output elements (B * S * H) one thread is used. Alone on
-#: a quiet machine two threads win from about 2**15 elements
-#: (``benchmarks/threshold.py``); but next to other runtimes whose idle
-#: workers spin (torch, ONNX Runtime: a model after the embedding), waking a
-#: worker costs about a millisecond, more than it saves below a few million
-#: elements. Interleaved with NumPy, torch and ONNX Runtime, float32 +
-#: LayerNorm took 1.03 ms on one thread and 2.01 ms on two at B=16 S=128
-#: H=768 (1.6M elements), 3.0 against 3.8 ms at B=32 S=128 (3.1M), and
-#: 11.3 against 9.9 ms at B=32 S=512 (12.6M). See docs/performance.rst,
-#: "The automatic thread choice".
-PARALLEL_MIN_ELEMENTS = 1 << 22
+_fork.install()
 
 #: LayerNorm results at least this big are written with non-temporal stores:
 #: they would not fit in cache anyway, and streaming them saves the read of
@@ -101,39 +90,6 @@ def prepare_tables(
 
 def _table(name: str, value: Any) -> Table:
     return value if isinstance(value, Table) else T.as_table(name, value)
-
-
-class _InFlight:
-    """How many calls are computing right now (any thread)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.lock = threading.Lock()
-
-    def __enter__(self) -> int:
-        with self.lock:
-            busy = self.count
-            self.count += 1
-        return busy
-
-    def __exit__(self, *exc: object) -> None:
-        with self.lock:
-            self.count -= 1
-
-
-_in_flight = _InFlight()
-
-
-def auto_threads(elements: int, busy: int = 0) -> int:
-    """The automatic thread count for a result of ``elements`` values.
-
-    One thread below ``PARALLEL_MIN_ELEMENTS``; otherwise the calling
-    thread's OpenMP maximum, shared with the ``busy`` calls already running
-    in other threads (so N concurrent requests never ask for N x T threads).
-    """
-    if elements < PARALLEL_MIN_ELEMENTS:
-        return 1
-    return max(1, _kernel.max_threads() // (1 + busy))
 
 
 def _same_shape(name: str, ids: np.ndarray, shape: tuple[int, ...]) -> None:
@@ -223,12 +179,12 @@ def embed_ids(
     if t.pos is not None:
         if pos_ids is not None:
             pk = C.ids_for_kernel("position_ids", pos_ids, t.pos.rows, "position_embeddings", kdt)
-            pk = pk.reshape(-1, seq)
+            terms.append((t.pos.data, t.pos.kind, pk.reshape(-1, seq), -1))
         elif rule.kind == "padding":
             pk = P.padding_positions(tk, rule.padding_idx, t.pos.rows)
-        else:
-            pk = P.arange(seq, kdt, rule.offset)
-        terms.append((t.pos.data, t.pos.kind, pk))
+            terms.append((t.pos.data, t.pos.kind, pk, -1))
+        else:  # rows offset + s, numbered by the kernel
+            terms.append((t.pos.data, t.pos.kind, None, rule.offset))
     for table, ids, name, what in (
         (t.seg, seg_ids, "segment_ids", "segment_embeddings"),
         (t.task, task_ids, "task_type_ids", "task_embeddings"),
@@ -238,24 +194,20 @@ def embed_ids(
         if ids is None:
             if table.rows == 0:
                 raise IndexError(f"{name} (default 0) is out of range for {what} with 0 rows")
-            terms.append((table.data, table.kind, None))
+            terms.append((table.data, table.kind, None, -1))
         else:
             gk = C.ids_for_kernel(name, ids, table.rows, what, kdt)
-            terms.append((table.data, table.kind, gk.reshape(batch, seq)))
+            terms.append((table.data, table.kind, gk.reshape(batch, seq), -1))
 
-    rows = batch * seq
     result = out if out is not None else _pool.empty(shape, dtype)
     out_kind = T.kind_of(result.dtype)
     ln = t.ln if t.ln is not None else (None, None, None, None)
     stream = t.ln is not None and result.nbytes >= STREAM_MIN_BYTES
-    with _in_flight as busy:
-        nt = auto_threads(rows * hidden, busy) if nthreads is None else nthreads
-        nt = 1 if _fork.serial_only() else min(nt, rows)
-        _kernel.embed(
-            tk, t.tok.data, t.tok.kind, t.tok.scale, tuple(terms),
-            ln[2], ln[3], ln[0], ln[1], t.eps, keep, result, out_kind,
-            t.wide or out_kind == T.F64, nt, stream,
-        )
+    _kernel.embed(
+        tk, t.tok.data, t.tok.kind, t.tok.scale, tuple(terms),
+        ln[2], ln[3], ln[0], ln[1], t.eps, keep, result, out_kind,
+        t.wide or out_kind == T.F64, 0 if nthreads is None else nthreads, stream,
+    )
     return result
 
 

@@ -16,7 +16,7 @@ import os
 
 from . import _kernel
 
-_state = {"serial_only": False, "pause_failed": False}
+_state = {"serial_only": False, "pause_failed": False, "installed": False}
 
 
 def _before_fork() -> None:
@@ -26,6 +26,7 @@ def _before_fork() -> None:
 def _after_in_child() -> None:
     if _state["pause_failed"]:
         _state["serial_only"] = True
+        _kernel.set_serial_only(True)
 
 
 def serial_only() -> bool:
@@ -33,5 +34,8 @@ def serial_only() -> bool:
     return _state["serial_only"]
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_child=_after_in_child)
+def install() -> None:
+    """Register the fork handlers (once; the module that runs kernels calls it)."""
+    if not _state["installed"] and hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=_before_fork, after_in_child=_after_in_child)
+    _state["installed"] = True

@@ -25,6 +25,25 @@ cdef extern from "_omp.h" nogil:
     const char *BE_COMPILER
     int be_max_threads()
     int be_release_threads()
+    double be_wtime()
+
+cdef extern from "_threads.h" nogil:
+    int64_t be_in_flight
+    int64_t be_min_parallel
+    int64_t be_learning
+    int64_t be_last_auto
+    int64_t BE_ADD(int64_t *p, int64_t v)
+    int64_t BE_LOAD(int64_t *p)
+    void BE_STORE(int64_t *p, int64_t v)
+    int be_choose_threads(int64_t elements, int share, int *arm)
+    void be_record_threads(int64_t elements, int arm, double seconds)
+    void be_reset_threads()
+    ctypedef struct be_size_class:
+        int64_t cost[2]
+        int64_t samples[2]
+        int64_t calls
+        int64_t best
+    be_size_class be_classes[64]
 
 cdef extern from "_rows.h" nogil:
     ctypedef struct be_term:
@@ -33,6 +52,8 @@ cdef extern from "_rows.h" nogil:
         int kind
         const char *ids
         Py_ssize_t ids_bstride
+        int arange
+        Py_ssize_t offset
 
     ctypedef struct be_job:
         Py_ssize_t S, H, slot
@@ -148,6 +169,55 @@ def padding_positions(const idx_t[:, ::1] ids, idx_t padding_idx, idx_t[:, ::1] 
     return top
 
 
+# In a forked child whose OpenMP pool could not be released: one thread only.
+cdef bint _serial_only = False
+
+
+def set_serial_only(bint flag):
+    """Make every call single-threaded (set in a forked child, see ``_fork``)."""
+    global _serial_only
+    _serial_only = flag
+
+
+def in_flight():
+    """How many kernel calls are computing right now (any thread)."""
+    return BE_LOAD(&be_in_flight)
+
+
+def last_auto_threads():
+    """The thread count the automatic choice took last (any thread; 0 before any)."""
+    return BE_LOAD(&be_last_auto)
+
+
+def auto_threads_settings(min_parallel=None, learning=None):
+    """Read or set the automatic choice: the smallest result (elements) that may use
+    several threads, and whether the choice is learnt (else: all allowed threads
+    from ``min_parallel`` on). Returns the settings in force before the call."""
+    before = (BE_LOAD(&be_min_parallel), bool(BE_LOAD(&be_learning)))
+    if min_parallel is not None:
+        BE_STORE(&be_min_parallel, <int64_t>min_parallel)
+    if learning is not None:
+        BE_STORE(&be_learning, 1 if learning else 0)
+    return before
+
+
+def auto_threads_state():
+    """The learnt estimates: ``{size class: (ns per 65536 elements with 1 thread,
+    with all allowed, samples of each, calls, the favoured choice)}``."""
+    cdef int i
+    out = {}
+    for i in range(64):
+        if be_classes[i].calls or be_classes[i].samples[0] or be_classes[i].samples[1]:
+            out[i] = (be_classes[i].cost[0], be_classes[i].cost[1], be_classes[i].samples[0],
+                      be_classes[i].samples[1], be_classes[i].calls, be_classes[i].best)
+    return out
+
+
+def reset_auto_threads():
+    """Forget what the automatic choice has learnt."""
+    be_reset_threads()
+
+
 cdef inline const char *_data(object arr):
     return <const char *>cnp.PyArray_DATA(<cnp.ndarray>arr)
 
@@ -155,6 +225,69 @@ cdef inline const char *_data(object arr):
 cdef inline Py_ssize_t _row_bytes(object arr):
     cdef cnp.ndarray a = <cnp.ndarray>arr
     return cnp.PyArray_DIMS(a)[cnp.PyArray_NDIM(a) - 1] * cnp.PyArray_ITEMSIZE(a)
+
+
+cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
+    """Compute the job's n rows: `num_threads` threads, or the automatic choice (<= 0)."""
+    cdef int64_t busy = BE_ADD(&be_in_flight, 1)
+    cdef int64_t elements = n * job.H
+    cdef int arm = -1
+    cdef int nt, share
+    cdef double t0 = 0.0
+    cdef Py_ssize_t r
+    cdef double *scratch = NULL
+    cdef double *mine = NULL
+    try:
+        if _serial_only or not BE_OPENMP:
+            nt = 1
+        elif num_threads > 0:
+            nt = num_threads
+        else:
+            share = be_max_threads() // (1 + <int>busy)
+            nt = be_choose_threads(elements, share if share > 1 else 1, &arm)
+            BE_STORE(&be_last_auto, nt)
+        if nt > n:
+            nt = <int>n
+        # Scratch rows per thread, allocated before the parallel region so that
+        # no thread can fail inside it.
+        scratch = <double *>malloc(nt * BE_SCRATCH_SLOTS * job.slot * sizeof(double))
+        if scratch == NULL:
+            raise MemoryError("bertembed: no memory for per-thread row buffers")
+        with nogil:
+            if arm >= 0:
+                t0 = be_wtime()
+            if nt == 1:
+                for r in range(n):
+                    be_row(job, r, scratch)
+                if job.stream:
+                    be_store_fence()
+            else:
+                with parallel(num_threads=nt):
+                    mine = scratch + threadid() * BE_SCRATCH_SLOTS * job.slot
+                    for r in prange(n, schedule="dynamic", chunksize=16):
+                        be_row(job, r, mine)
+                    if job.stream:
+                        be_store_fence()
+            if arm >= 0:
+                be_record_threads(elements, arm, be_wtime() - t0)
+    finally:
+        free(scratch)
+        BE_ADD(&be_in_flight, -1)
+    return 0
+
+
+cdef void _set_term(be_term *term, object table, int kind, object tids, Py_ssize_t S, Py_ssize_t offset):
+    term.data = _data(table)
+    term.row_bytes = _row_bytes(table)
+    term.kind = kind
+    term.arange = offset >= 0
+    term.offset = offset if offset > 0 else 0
+    if tids is None:
+        term.ids = NULL
+        term.ids_bstride = 0
+    else:
+        term.ids = _data(tids)
+        term.ids_bstride = 0 if cnp.PyArray_DIMS(<cnp.ndarray>tids)[0] == 1 else S
 
 
 def embed(object token_ids, object tok, int tok_kind, object tok_scale, tuple terms,
@@ -165,22 +298,20 @@ def embed(object token_ids, object tok, int tok_kind, object tok_scale, tuple te
     ``token_ids``: (B, S) C-contiguous int32 or int64; every other id array
     has the same dtype. ``tok``: (V, H) table stored as ``tok_kind`` (0
     float32, 1 float64, 2 float16, 3 bfloat16 bits as uint16, 4 int8 with
-    ``tok_scale`` (V,) float32). ``terms``: up to three ``(table, kind, ids)``
-    (position, segment, task), ``ids`` (1 or B, S), or None for row 0.
+    ``tok_scale`` (V,) float32). ``terms``: up to three ``(table, kind, ids,
+    offset)`` (position, segment, task): ``ids`` (1 or B, S), or None for
+    row ``offset + s`` (``offset`` >= 0) or row 0 (``offset`` -1).
     ``w32``/``w64`` None: no LayerNorm; ``b32``/``b64`` None: no bias.
     ``keep``: None, or (B, S) uint8 (rows with 0 are zeros). ``wide``: compute
-    in float64. The caller has checked every id and every shape.
+    in float64. ``num_threads`` <= 0: the automatic choice. The caller has
+    checked every id and every shape.
     """
     cdef cnp.ndarray ids = <cnp.ndarray>token_ids
     cdef be_job job
     cdef Py_ssize_t S = cnp.PyArray_DIMS(ids)[1]
     cdef Py_ssize_t n = cnp.PyArray_DIMS(ids)[0] * S
     cdef Py_ssize_t H = cnp.PyArray_DIMS(<cnp.ndarray>tok)[1]
-    cdef Py_ssize_t r
     cdef int k
-    cdef double *scratch = NULL
-    cdef double *mine = NULL
-    cdef int nt = num_threads if (num_threads > 1 and BE_OPENMP) else 1
     if n == 0:
         return
     job.S = S
@@ -194,16 +325,8 @@ def embed(object token_ids, object tok, int tok_kind, object tok_scale, tuple te
     job.tok_scale = <const float *>_data(tok_scale) if tok_scale is not None else NULL
     job.nterms = len(terms)
     for k in range(job.nterms):
-        table, kind, tids = terms[k]
-        job.terms[k].data = _data(table)
-        job.terms[k].row_bytes = _row_bytes(table)
-        job.terms[k].kind = kind
-        if tids is None:
-            job.terms[k].ids = NULL
-            job.terms[k].ids_bstride = 0
-        else:
-            job.terms[k].ids = _data(tids)
-            job.terms[k].ids_bstride = 0 if cnp.PyArray_DIMS(<cnp.ndarray>tids)[0] == 1 else S
+        table, kind, tids, offset = terms[k]
+        _set_term(&job.terms[k], table, kind, tids, S, offset)
     job.ln = w32 is not None
     job.w32 = <const float *>_data(w32) if w32 is not None else NULL
     job.b32 = <const float *>_data(b32) if b32 is not None else NULL
@@ -216,24 +339,213 @@ def embed(object token_ids, object tok, int tok_kind, object tok_scale, tuple te
     job.out_kind = out_kind
     job.wide = wide
     job.stream = stream
-    # Scratch rows per thread, allocated before the parallel region so that
-    # no thread can fail inside it.
-    scratch = <double *>malloc(nt * BE_SCRATCH_SLOTS * job.slot * sizeof(double))
-    if scratch == NULL:
-        raise MemoryError("bertembed: no memory for per-thread row buffers")
-    try:
-        if nt == 1:
-            with nogil:
-                for r in range(n):
-                    be_row(&job, r, scratch)
-                if stream:
-                    be_store_fence()
+    _run(&job, n, num_threads)
+
+
+cdef bint _in_range(const char *ids, Py_ssize_t n, bint id64, Py_ssize_t rows) noexcept nogil:
+    """Whether every id is in [0, rows) (negative ids are out of range)."""
+    cdef Py_ssize_t i
+    cdef unsigned long long limit = <unsigned long long>rows
+    cdef bint bad = False
+    cdef const int64_t *p64 = <const int64_t *>ids
+    cdef const int32_t *p32 = <const int32_t *>ids
+    if id64:
+        for i in range(n):
+            bad |= <unsigned long long>p64[i] >= limit
+    else:
+        for i in range(n):
+            bad |= <unsigned long long>(<int64_t>p32[i]) >= limit
+    return not bad
+
+
+cdef int64_t _padding_positions(const char *ids, char *out, Py_ssize_t B, Py_ssize_t S, bint id64,
+                                int64_t pad) noexcept nogil:
+    """RoBERTa's positions into `out` (the ids' dtype); returns the largest."""
+    cdef Py_ssize_t b, s, i
+    cdef int64_t count, top = pad, v
+    for b in range(B):
+        count = pad
+        for s in range(S):
+            i = b * S + s
+            v = (<const int64_t *>ids)[i] if id64 else (<const int32_t *>ids)[i]
+            if v != pad:
+                count += 1
+            if id64:
+                (<int64_t *>out)[i] = count if v != pad else pad
+            else:
+                (<int32_t *>out)[i] = <int32_t>(count if v != pad else pad)
+        if count > top:
+            top = count
+    return top
+
+
+cdef inline bint _plain_ids(object value):
+    """A native, aligned, C-contiguous int32/int64 ndarray (no conversion needed)."""
+    cdef cnp.ndarray a
+    cdef int t
+    if not cnp.PyArray_CheckExact(value):
+        return False
+    a = <cnp.ndarray>value
+    t = cnp.PyArray_TYPE(a)
+    return ((t == cnp.NPY_INT32 or t == cnp.NPY_INT64) and cnp.PyArray_IS_C_CONTIGUOUS(a)
+            and cnp.PyArray_ISALIGNED(a) and cnp.PyArray_ISNOTSWAPPED(a))
+
+
+cdef class Plan:
+    """A layer's tables bound to the kernel once, for the common call.
+
+    :meth:`run` handles a call with int32/int64 C-contiguous ids (and segment
+    ids of the same dtype and shape), no other optional argument, every id in
+    range: it returns the result. For anything else it returns None, and the
+    caller takes the path that checks and converts everything and raises the
+    precise error.
+    """
+
+    cdef be_job job
+    cdef object keep_alive
+    cdef int rule
+    cdef Py_ssize_t offset
+    cdef int64_t padding_idx
+    cdef Py_ssize_t tok_rows, pos_rows, seg_rows
+    cdef int pos_term, seg_term
+    cdef int out_typenum
+    cdef object out_dtype
+    cdef Py_ssize_t out_itemsize
+    cdef object big_empty
+    cdef Py_ssize_t big_bytes
+
+    def __init__(self, tok, pos, seg, task, ln, double eps, int rule, Py_ssize_t offset,
+                 padding_idx, out_dtype, int out_kind, bint wide, big_empty, Py_ssize_t big_bytes):
+        """`tok`, `pos`, `seg`, `task`: tables (``.data``, ``.kind``, ``.scale``)
+        or None; `ln`: (w64, b64, w32, b32) or None; `rule`: 0 absolute (from
+        `offset`), 1 padding (`padding_idx`), 2 none. Results of
+        `big_bytes` or more come from ``big_empty(shape, dtype)``."""
+        cdef int k = 0
+        self.keep_alive = (tok, pos, seg, task, ln, out_dtype)
+        self.job.S = 0
+        self.job.H = tok.data.shape[1]
+        self.job.slot = (self.job.H + 15) & ~(<Py_ssize_t>15)
+        self.job.tok = _data(tok.data)
+        self.job.tok_row_bytes = _row_bytes(tok.data)
+        self.job.tok_kind = tok.kind
+        self.job.tok_scale = <const float *>_data(tok.scale) if tok.scale is not None else NULL
+        self.tok_rows = tok.data.shape[0]
+        self.pos_term = self.seg_term = -1
+        self.pos_rows = self.seg_rows = 0
+        for table, which in ((pos, 0), (seg, 1), (task, 2)):
+            if table is None:
+                continue
+            _set_term(&self.job.terms[k], table.data, table.kind, None, 0, offset if which == 0 else -1)
+            if which == 0:
+                self.pos_term, self.pos_rows = k, table.data.shape[0]
+            elif which == 1:
+                self.seg_term, self.seg_rows = k, table.data.shape[0]
+            k += 1
+        self.job.nterms = k
+        self.job.ln = ln is not None
+        self.job.w64 = <const double *>_data(ln[0]) if ln is not None else NULL
+        self.job.b64 = <const double *>_data(ln[1]) if ln is not None and ln[1] is not None else NULL
+        self.job.w32 = <const float *>_data(ln[2]) if ln is not None else NULL
+        self.job.b32 = <const float *>_data(ln[3]) if ln is not None and ln[3] is not None else NULL
+        self.job.eps = eps
+        self.job.keep = NULL
+        self.job.out_kind = out_kind
+        self.job.wide = wide
+        self.rule = rule
+        self.offset = offset
+        self.padding_idx = padding_idx if padding_idx is not None else -1
+        self.out_dtype = out_dtype
+        self.out_typenum = out_dtype.num if out_dtype.num < 256 else -1  # 256: NPY_USERDEF
+        self.out_itemsize = out_dtype.itemsize
+        self.job.out_row_bytes = self.job.H * self.out_itemsize
+        self.big_empty = big_empty
+        self.big_bytes = big_bytes
+
+    def run(self, token_ids, segment_ids, int num_threads, Py_ssize_t stream_min_bytes):
+        """The embeddings of `token_ids`, or None if the call needs the full checks."""
+        cdef cnp.ndarray ids, sids = None, positions = None, result
+        cdef int nd, t
+        cdef Py_ssize_t B, S, n, nbytes
+        cdef cnp.npy_intp dims[3]
+        cdef bint id64
+        cdef int64_t top
+        cdef be_job job
+        cdef const char *src
+        cdef char *dst
+        cdef int k
+        if not _plain_ids(token_ids):
+            return None
+        ids = <cnp.ndarray>token_ids
+        nd = cnp.PyArray_NDIM(ids)
+        t = cnp.PyArray_TYPE(ids)
+        if nd == 2:
+            B, S = cnp.PyArray_DIMS(ids)[0], cnp.PyArray_DIMS(ids)[1]
+        elif nd == 1:
+            B, S = 1, cnp.PyArray_DIMS(ids)[0]
         else:
-            with nogil, parallel(num_threads=nt):
-                mine = scratch + threadid() * BE_SCRATCH_SLOTS * job.slot
-                for r in prange(n, schedule="dynamic", chunksize=16):
-                    be_row(&job, r, mine)
-                if stream:
-                    be_store_fence()
-    finally:
-        free(scratch)
+            return None
+        n = B * S
+        id64 = t == cnp.NPY_INT64
+        if n == 0:
+            return None
+        if segment_ids is not None:
+            if self.seg_term < 0 or not _plain_ids(segment_ids):
+                return None
+            sids = <cnp.ndarray>segment_ids
+            if (cnp.PyArray_TYPE(sids) != t or cnp.PyArray_NDIM(sids) != nd
+                    or cnp.PyArray_DIMS(sids)[0] != cnp.PyArray_DIMS(ids)[0]
+                    or cnp.PyArray_DIMS(sids)[nd - 1] != S):
+                return None
+        if not _in_range(_data(ids), n, id64, self.tok_rows):
+            return None
+        if sids is not None and not _in_range(_data(sids), n, id64, self.seg_rows):
+            return None
+        job = self.job
+        if self.rule == 0 and self.pos_term >= 0:
+            if S + self.offset > self.pos_rows:
+                return None
+        elif self.rule == 1:
+            if not id64 and self.padding_idx + S > 2147483647:
+                return None
+            dims[0], dims[1] = B, S
+            positions = cnp.PyArray_EMPTY(2, dims, t, 0)
+            src = _data(ids)
+            dst = <char *>cnp.PyArray_DATA(positions)
+            with nogil:
+                top = _padding_positions(src, dst, B, S, id64, self.padding_idx)
+            if top >= self.pos_rows:
+                return None
+            job.terms[self.pos_term].ids = _data(positions)
+            job.terms[self.pos_term].ids_bstride = S
+            job.terms[self.pos_term].arange = 0
+        if sids is not None:
+            job.terms[self.seg_term].ids = _data(sids)
+            job.terms[self.seg_term].ids_bstride = S
+        for k in range(nd):
+            dims[k] = cnp.PyArray_DIMS(ids)[k]
+        dims[nd] = job.H
+        nbytes = n * job.out_row_bytes
+        if nbytes >= self.big_bytes or self.out_typenum < 0:
+            result = self.big_empty(tuple([dims[k] for k in range(nd + 1)]), self.out_dtype)
+        else:
+            result = cnp.PyArray_EMPTY(nd + 1, dims, self.out_typenum, 0)
+        job.S = S
+        job.id64 = id64
+        job.tok_ids = _data(ids)
+        job.out = <char *>cnp.PyArray_DATA(result)
+        job.stream = job.ln and nbytes >= stream_min_bytes
+        _run(&job, n, num_threads)
+        return result
+
+
+def choose_threads(int64_t elements, int share):
+    """The automatic choice for a call of `elements` allowed `share` threads:
+    ``(threads, estimate it updates (-1: none))``. For tests of the policy."""
+    cdef int arm = -1
+    cdef int nt = be_choose_threads(elements, share, &arm)
+    return nt, arm
+
+
+def record_threads(int64_t elements, int arm, double seconds):
+    """Fold a call's duration into the estimates (see :func:`choose_threads`)."""
+    be_record_threads(elements, arm, seconds)

@@ -8,12 +8,17 @@ from typing import Any
 
 import numpy as np
 
+from . import _api, _kernel, _pretrained
 from . import _checks as C
 from . import _positions as P
-from . import _pretrained
 from . import _tables as T
 from ._api import Tables, embed_ids, prepare_tables
+from ._pool import MIN_BYTES as _pool_min_bytes
+from ._pool import pool as _pool
 from ._positions import ABSOLUTE, NONE, PositionRule
+
+#: The kernel's numbers for the position rules.
+_RULES = {"absolute": 0, "padding": 1, "none": 2}
 
 
 class BertEmbeddings:
@@ -97,6 +102,11 @@ class BertEmbeddings:
         self._dtype = C.as_result_dtype(dtype, default)
         self._rule = rule
         self._zero_masked = zero_masked_rows
+        t = tables
+        self._plan = _kernel.Plan(
+            t.tok, t.pos, t.seg, t.task, t.ln, t.eps, _RULES[rule.kind], rule.offset, rule.padding_idx,
+            self._dtype, T.kind_of(self._dtype), t.wide or self._dtype == np.float64, _pool.empty, _pool_min_bytes,
+        )
         # (checkpoint path, table_dtype, config) of a loaded layer, for cheap pickling
         self._source: tuple[str, str | None, Any] | None = None
         self._model_type: str | None = None
@@ -254,6 +264,12 @@ class BertEmbeddings:
         >>> layer([2, 0]).tolist()
         [[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
         """
+        if (position_ids is None and task_type_ids is None and attention_mask is None and out is None
+                and (num_threads is None or (type(num_threads) is int and num_threads > 0))):
+            # The common call, checked and computed in the kernel's module.
+            result = self._plan.run(token_ids, segment_ids, num_threads or 0, _api.STREAM_MIN_BYTES)
+            if result is not None:
+                return result
         return embed_ids(
             self._tables, token_ids, segment_ids, position_ids, out, self._dtype, num_threads,
             rule=self._rule, task_type_ids=task_type_ids, attention_mask=attention_mask,

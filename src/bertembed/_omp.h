@@ -7,6 +7,7 @@
 #define BE_OPENMP 1
 #define BE_OPENMP_VERSION _OPENMP
 static int be_max_threads(void) { return omp_get_max_threads(); }
+static double be_wtime(void) { return omp_get_wtime(); }
 /* libgomp has had omp_pause_resource_all since GCC 9 while still reporting
    _OPENMP 201511; LLVM's libomp reports 201811 or newer. MSVC's OpenMP 2.0
    has no way to release its pool. */
@@ -19,6 +20,7 @@ static int be_release_threads(void) { return -1; }
 #define BE_OPENMP 0
 #define BE_OPENMP_VERSION 0
 static int be_max_threads(void) { return 1; }
+static double be_wtime(void) { return 0.0; } /* one thread: never timed */
 static int be_release_threads(void) { return -1; }
 #endif
 

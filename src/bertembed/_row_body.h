@@ -217,7 +217,7 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
         src[n++] = BE_FN(load32)(j->tok_kind, j->tok + t * j->tok_row_bytes, scale, H, f);
         for (k = 0; k < j->nterms; k++) {
             const be_term *m = &j->terms[k];
-            id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : 0;
+            id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : (m->arange ? m->offset + s : 0);
             src[n++] = BE_FN(load32)(m->kind, m->data + id * m->row_bytes, 1.0f, H, f + (1 + k) * fs);
         }
         if (j->ln) {
@@ -245,7 +245,7 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
         src[n++] = BE_FN(load64)(j->tok_kind, j->tok + t * j->tok_row_bytes, scale, H, d);
         for (k = 0; k < j->nterms; k++) {
             const be_term *m = &j->terms[k];
-            id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : 0;
+            id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : (m->arange ? m->offset + s : 0);
             src[n++] = BE_FN(load64)(m->kind, m->data + id * m->row_bytes, 1.0f, H, d + (1 + k) * slot);
         }
         if (j->ln) {

@@ -57,8 +57,10 @@ typedef struct {
     const char *data;       /* table, C-contiguous rows */
     Py_ssize_t row_bytes;   /* H * itemsize */
     int kind;
-    const char *ids;        /* row ids (int32 or int64 like all ids); NULL: row 0 everywhere */
+    const char *ids;        /* row ids (int32 or int64 like all ids); NULL: see `arange` */
     Py_ssize_t ids_bstride; /* ids between two sequences: 0 (one row shared) or S */
+    int arange;             /* without ids: row offset + s (positions), else row 0 */
+    Py_ssize_t offset;
 } be_term;
 
 /* Everything one call computes; read-only while rows are computed. */

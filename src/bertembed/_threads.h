@@ -1,0 +1,125 @@
+/* The automatic thread count, learnt from the calls themselves.
+ *
+ * Whether a second thread pays off depends less on the size of a call than on
+ * the machine around it: alone, a worker thread that spins between calls
+ * joins in microseconds and two threads win from a few tens of thousands of
+ * elements; next to runtimes whose idle workers spin (ONNX Runtime and torch
+ * in the same process), waking ours can cost a millisecond. So for each size
+ * class (log2 of the result's elements) the kernel keeps the recent cost per
+ * element of one thread and of all the allowed threads, runs the cheaper, and
+ * now and then tries the other (after 16 calls, then 32, ... up to every
+ * 1024th while the choice holds; back to 16 when it changes).
+ *
+ * Calls in flight share the threads: a call that starts while k others run
+ * gets at most max_threads / (k + 1).
+ *
+ * The state is a handful of 64-bit integers updated with relaxed atomics: a
+ * race can only blur an estimate, never break a call.
+ */
+#ifndef BERTEMBED_THREADS_H
+#define BERTEMBED_THREADS_H
+
+#include <stdint.h>
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#include <intrin.h>
+#define BE_LOAD(p) _InterlockedCompareExchange64((volatile __int64 *)(p), 0, 0)
+#define BE_STORE(p, v) _InterlockedExchange64((volatile __int64 *)(p), (__int64)(v))
+#define BE_ADD(p, v) _InterlockedExchangeAdd64((volatile __int64 *)(p), (__int64)(v))
+#else
+#define BE_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define BE_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define BE_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#endif
+
+#define BE_FIRST_INTERVAL 16
+#define BE_LAST_INTERVAL 1024
+#define BE_SIZE_CLASSES 64
+
+typedef struct {
+    int64_t cost[2];      /* recent ns per 65536 elements: [0] one thread, [1] all allowed */
+    int64_t samples[2];
+    int64_t calls;
+    int64_t next_try;     /* the call that tries the other choice */
+    int64_t interval;
+    int64_t best;         /* 0 or 1: the choice the estimates favour */
+} be_size_class;
+
+static be_size_class be_classes[BE_SIZE_CLASSES];
+static int64_t be_in_flight = 0;
+/* Below this many elements a call always uses one thread; 0 disables learning
+   (the automatic choice is then all allowed threads from this size on). */
+static int64_t be_min_parallel = 16384;
+static int64_t be_learning = 1;
+static int64_t be_last_auto = 0;
+
+static int be_size_class_of(int64_t elements) {
+    int c = 0;
+    while (elements > 1 && c < BE_SIZE_CLASSES - 1) {
+        elements >>= 1;
+        c++;
+    }
+    return c;
+}
+
+/* Threads for a call of `elements` result values, allowed `share` threads.
+ * *arm: which estimate the call's time updates (-1: none). */
+static int be_choose_threads(int64_t elements, int share, int *arm) {
+    be_size_class *c;
+    int64_t calls, best;
+    *arm = -1;
+    if (share <= 1 || elements < BE_LOAD(&be_min_parallel)) return 1;
+    if (!BE_LOAD(&be_learning)) return share;
+    c = &be_classes[be_size_class_of(elements)];
+    calls = BE_ADD(&c->calls, 1);
+    /* Two samples of each first (the very first call pays for creating the
+       thread pool). */
+    if (BE_LOAD(&c->samples[0]) < 2) { *arm = 0; return 1; }
+    if (BE_LOAD(&c->samples[1]) < 2) { *arm = 1; return share; }
+    best = BE_LOAD(&c->best);
+    if (BE_LOAD(&c->next_try) == 0) {
+        BE_STORE(&c->next_try, calls + BE_FIRST_INTERVAL);
+    } else if (calls >= BE_LOAD(&c->next_try)) {
+        int64_t interval = BE_LOAD(&c->interval);
+        interval = interval < BE_FIRST_INTERVAL ? BE_FIRST_INTERVAL : interval;
+        BE_STORE(&c->next_try, calls + interval);
+        BE_STORE(&c->interval, interval * 2 > BE_LAST_INTERVAL ? BE_LAST_INTERVAL : interval * 2);
+        best = 1 - best;
+    }
+    *arm = (int)best;
+    return best ? share : 1;
+}
+
+/* Fold a call's duration into its size class's estimate for `arm`. */
+static void be_record_threads(int64_t elements, int arm, double seconds) {
+    be_size_class *c = &be_classes[be_size_class_of(elements)];
+    int64_t x = (int64_t)(seconds * 1e9 * 65536.0 / (double)elements);
+    int64_t n = BE_ADD(&c->samples[arm], 1);
+    int64_t old = BE_LOAD(&c->cost[arm]);
+    int64_t best;
+    BE_STORE(&c->cost[arm], n == 0 ? x : old + (x - old) / 4);
+    if (BE_LOAD(&c->samples[0]) < 2 || BE_LOAD(&c->samples[1]) < 2) return;
+    best = BE_LOAD(&c->cost[1]) < BE_LOAD(&c->cost[0]) ? 1 : 0;
+    if (best != BE_LOAD(&c->best)) {
+        BE_STORE(&c->best, best);
+        BE_STORE(&c->interval, BE_FIRST_INTERVAL);
+        BE_STORE(&c->next_try, BE_LOAD(&c->calls) + BE_FIRST_INTERVAL);
+    }
+}
+
+static void be_reset_threads(void) {
+    int i;
+    for (i = 0; i < BE_SIZE_CLASSES; i++) {
+        be_size_class *c = &be_classes[i];
+        BE_STORE(&c->cost[0], 0);
+        BE_STORE(&c->cost[1], 0);
+        BE_STORE(&c->samples[0], 0);
+        BE_STORE(&c->samples[1], 0);
+        BE_STORE(&c->calls, 0);
+        BE_STORE(&c->next_try, 0);
+        BE_STORE(&c->interval, 0);
+        BE_STORE(&c->best, 0);
+    }
+}
+
+#endif
