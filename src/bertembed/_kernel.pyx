@@ -26,6 +26,7 @@ cdef extern from "_omp.h" nogil:
     int be_max_threads()
     int be_release_threads()
     double be_wtime()
+    void be_set_max_threads(int n)
 
 cdef extern from "_threads.h" nogil:
     int64_t be_in_flight
@@ -113,6 +114,12 @@ def build_info():
 def max_threads():
     """``omp_get_max_threads()`` for the calling thread (1 without OpenMP)."""
     return be_max_threads()
+
+
+def set_max_threads(int n):
+    """``omp_set_num_threads(n)`` for the calling thread (the benchmark harness caps
+    the automatic choice with it). No effect without OpenMP."""
+    be_set_max_threads(n)
 
 
 def release_threads():

@@ -8,6 +8,7 @@
 #define BE_OPENMP_VERSION _OPENMP
 static int be_max_threads(void) { return omp_get_max_threads(); }
 static double be_wtime(void) { return omp_get_wtime(); }
+static void be_set_max_threads(int n) { omp_set_num_threads(n); }
 /* libgomp has had omp_pause_resource_all since GCC 9 while still reporting
    _OPENMP 201511; LLVM's libomp reports 201811 or newer. MSVC's OpenMP 2.0
    has no way to release its pool. */
@@ -21,6 +22,7 @@ static int be_release_threads(void) { return -1; }
 #define BE_OPENMP_VERSION 0
 static int be_max_threads(void) { return 1; }
 static double be_wtime(void) { return 0.0; } /* one thread: never timed */
+static void be_set_max_threads(int n) { (void)n; }
 static int be_release_threads(void) { return -1; }
 #endif
 

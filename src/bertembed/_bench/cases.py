@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .data import BERTEMBED, Case
+from .data import BERTEMBED, BERTEMBED_T, Case
 
 
 def make_case(
@@ -94,6 +94,12 @@ GOALS: list[Goal] = [
     *(
         Goal(f"best-peer-2x-{name}", f"float32 + LayerNorm, {shape}: best of ONNX Runtime, "
              "torch / bertembed", name, _PEERS_LN, (BERTEMBED,), 2.0)
+        for name, shape in (("f32-ln-B32-S512", "B=32 S=512"), ("f32-ln-B8-S128", "B=8 S=128"),
+                            ("f32-ln-B1-S128", "B=1 S=128"))
+    ),
+    *(
+        Goal(f"auto-threads-{name}", f"float32 + LayerNorm, {shape}: bertembed's automatic threads / "
+             "the better of 1 and T threads", name, (BERTEMBED,), (BERTEMBED_T,), 1.10, at_least=False)
         for name, shape in (("f32-ln-B32-S512", "B=32 S=512"), ("f32-ln-B8-S128", "B=8 S=128"),
                             ("f32-ln-B1-S128", "B=1 S=128"))
     ),

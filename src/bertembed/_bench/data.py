@@ -132,7 +132,7 @@ class Peer:
 #: bertembed's name as a contender (at its automatic thread choice in results).
 BERTEMBED = "bertembed"
 #: The name in results of bertembed at T threads.
-BERTEMBED_T = "bertembed-T"
+BERTEMBED_T = "bertembed-fixed"
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
                 names.append(name)
     order = {n: (COLUMNS.index(n) if n in COLUMNS else len(COLUMNS), i) for i, n in enumerate(names)}
     names.sort(key=order.__getitem__)
-    header = ["case", "T", *(n.replace(BERTEMBED_T, "bertembed T") for n in names)]
+    header = ["case", "T", *(n.replace(BERTEMBED_T, "bertembed 1|T") for n in names)]
     rows = [[r["name"], str(r["threads"]), *(_cell(r, n) for n in names)] for r in results]
     first = results[0]
     lines = [f"scenario: {scenario_text(results)}", *_grid(header, rows), ""]

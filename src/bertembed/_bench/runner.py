@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import max_threads
+from .. import _kernel, max_threads
 from .cases import DEFAULT_CASES, GOALS, Goal
 from .data import BERTEMBED, BERTEMBED_T, SCENARIOS, Case, Contender, Context, Peer, Variant, make_inputs
 from .machine import machine_info
@@ -49,7 +49,7 @@ _WORKER_CODE = "import sys; from bertembed._bench.worker import main; main(sys.a
 
 
 def plan(case: Case, peers: Sequence[Peer], threads: int) -> list[tuple[Variant, Peer | None]]:
-    """The variants of ``case``: bertembed (automatic, then at T), then each applicable peer.
+    """The variants of ``case``: bertembed (automatic, then at 1 and at T), then each applicable peer.
 
     Examples
     --------
@@ -57,11 +57,11 @@ def plan(case: Case, peers: Sequence[Peer], threads: int) -> list[tuple[Variant,
     >>> from bertembed._bench.peers import resolve_peers
     >>> [v.label for v, _ in plan(make_case("float32", True, 1, 128),
     ...                            resolve_peers(["numpy", "torch"]), 2)]
-    ['bertembed', 'bertembed@2', 'numpy@1', 'torch@1', 'torch@2']
+    ['bertembed', 'bertembed@1', 'bertembed@2', 'numpy@1', 'torch@1', 'torch@2']
     """
     variants: list[tuple[Variant, Peer | None]] = [(Variant(BERTEMBED, None), None)]
-    if threads > 1:
-        variants.append((Variant(BERTEMBED, threads), None))
+    for t in sorted({1, threads}):
+        variants.append((Variant(BERTEMBED, t), None))
     for peer in peers:
         if peer.applies(case):
             for t in sorted({1, threads}) if peer.threaded else [1]:
@@ -128,12 +128,12 @@ def _measure_shared(
     on_repeat: Callable[[int], None],
 ) -> dict[str, dict[str, Any]]:
     inputs = make_inputs(case, seed, cache)
-    auto = automatic_threads(case, threads)
-    # bertembed's automatic choice, capped at this run's ceiling T.
-    mine = Variant(BERTEMBED, auto)
+    # bertembed's automatic choice, under this run's ceiling T.
+    _kernel.set_max_threads(threads)
+    mine = Variant(BERTEMBED, None)
     measured: dict[str, dict[str, Any]] = {}
     try:
-        contender, got = build_variant(case, inputs, mine, None, Context(auto or threads, stack, cache))
+        contender, got = build_variant(case, inputs, mine, None, Context(threads, stack, cache))
     except Skip as skip:
         measured[BERTEMBED] = skip.as_dict()
         for variant, _ in variants[1:]:
@@ -153,7 +153,7 @@ def _measure_shared(
     timings = time_interleaved(contenders, repeats, min_sample_s=min_sample_s, on_repeat=on_repeat)
     for label, timing in timings.items():
         measured[label] = {"status": "ok", **timing}
-    measured[BERTEMBED]["auto_threads"] = auto
+    measured[BERTEMBED]["auto_threads"] = automatic_threads()
     return measured
 
 

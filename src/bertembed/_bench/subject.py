@@ -6,12 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import _api, bert_embeddings
+from .. import BertEmbeddings, _kernel
 from .data import LN_EPS, Case, Fn, Inputs
 
 
 def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Fn:
-    """The bertembed contender: ``bert_embeddings`` with ``num_threads=threads``.
+    """The bertembed contender: a :class:`~bertembed.BertEmbeddings` layer (tables
+    checked once, as a service holds it) called with ``num_threads=threads``.
 
     Parameters
     ----------
@@ -28,25 +29,21 @@ def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Fn:
         allocated (and touched) here.
     """
     d = inputs
-    kw: dict[str, Any] = {"dtype": np.dtype(case.dtype), "num_threads": threads}
+    ln: dict[str, Any] = {}
     if case.layer_norm:
-        kw.update(ln_weight=d.ln_weight, ln_bias=d.ln_bias, ln_eps=LN_EPS)
+        ln = {"ln_weight": d.ln_weight, "ln_bias": d.ln_bias, "ln_eps": LN_EPS}
+    layer = BertEmbeddings(d.tok, d.pos, d.seg, dtype=np.dtype(case.dtype), **ln)
+    kw: dict[str, Any] = {"num_threads": threads}
     if case.out:
         kw["out"] = np.zeros((case.batch, case.seq, case.H), case.dtype)
         kw["out"].fill(1.0)
 
     def call() -> np.ndarray:
-        return bert_embeddings(d.ids, d.segment_ids, d.tok, d.pos, d.seg, **kw)
+        return layer(d.ids, d.segment_ids, **kw)
 
     return call
 
 
-def automatic_threads(case: Case, ceiling: int) -> int | None:
-    """The thread count bertembed's automatic choice takes for ``case`` under ``ceiling``.
-
-    None when this bertembed does not say (no ``auto_threads`` in its shim).
-    """
-    choose = getattr(_api, "auto_threads", None)
-    if choose is None:
-        return None
-    return max(1, min(int(ceiling), int(choose(case.batch * case.seq * case.H))))
+def automatic_threads() -> int | None:
+    """The thread count bertembed's automatic choice took last (None before any call)."""
+    return int(_kernel.last_auto_threads()) or None

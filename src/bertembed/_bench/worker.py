@@ -44,8 +44,6 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("expected"):
         expected = np.load(spec["expected"], mmap_mode="r", allow_pickle=False)
     result: dict[str, Any] = {"pid": os.getpid()}
-    if variant.contender == BERTEMBED and variant.threads is None:
-        result["auto_threads"] = automatic_threads(case, spec["T"])
     with contextlib.ExitStack() as stack:
         ctx = Context(variant.threads or spec["T"], stack)
         try:
@@ -59,6 +57,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             {variant.label: contender}, spec["repeats"], min_sample_s=spec.get("min_sample_s"),
             gap_s=0.0,
         )[variant.label]
+    if variant.contender == BERTEMBED and variant.threads is None:
+        result["auto_threads"] = automatic_threads()
     return {**result, "status": "ok", **timing}
 
 
