@@ -63,7 +63,8 @@ def values64(table, scale=None) -> np.ndarray:
     if arr.dtype.name == "bfloat16" or (arr.dtype == np.uint16 and scale is None):
         return (arr.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if arr.dtype == np.int8:
-        return arr.astype(np.float64) * np.asarray(scale, np.float64)[:, None]
+        qs = np.asarray(scale, np.float64)  # (rows, 2): scale and offset
+        return arr.astype(np.float64) * qs[:, :1] + qs[:, 1:]
     return arr.astype(np.float64)
 
 

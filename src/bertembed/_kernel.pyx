@@ -305,7 +305,7 @@ def embed(object token_ids, object tok, int tok_kind, object tok_scale, tuple te
     ``token_ids``: (B, S) C-contiguous int32 or int64; every other id array
     has the same dtype. ``tok``: (V, H) table stored as ``tok_kind`` (0
     float32, 1 float64, 2 float16, 3 bfloat16 bits as uint16, 4 int8 with
-    ``tok_scale`` (V,) float32). ``terms``: up to three ``(table, kind, ids,
+    ``tok_scale`` (V, 2) float32: each row's scale and offset). ``terms``: up to three ``(table, kind, ids,
     offset)`` (position, segment, task): ``ids`` (1 or B, S), or None for
     row ``offset + s`` (``offset`` >= 0) or row 0 (``offset`` -1).
     ``w32``/``w64`` None: no LayerNorm; ``b32``/``b64`` None: no bias.

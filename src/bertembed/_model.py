@@ -52,7 +52,7 @@ class BertEmbeddings:
         The padding token id, for ``position_rule="padding"``.
     table_dtype : {None, "float32", "float64", "float16", "bfloat16", "int8"}
         Store the tables in this dtype (a converted copy). ``"int8"`` quantises
-        the token table only (one float32 scale per row, symmetric); the
+        the token table only (a float32 scale and offset per row); the
         others convert every table. None keeps the tables as given.
     zero_masked_rows : bool, default False
         Rows whose ``attention_mask`` is 0 come out as zeros (DeBERTa-v2).
@@ -146,7 +146,7 @@ class BertEmbeddings:
             ``dtype=np.float64`` are summed in float64.
         table_dtype : {None, "float32", "float64", "float16", "bfloat16", "int8"}
             Convert the tables when loading (a private copy): ``"int8"``
-            quantises the token table (one float32 scale per row); the others
+            quantises the token table (a float32 scale and offset per row); the others
             convert every table. None keeps the file's tables, mapped.
         config : dict or str or os.PathLike, optional
             The model's config (a dict, or the path of a config.json), instead

@@ -6,7 +6,7 @@
 
 /* A row of `kind` as float32: the row itself when it is float32, else
    widened into buf. */
-static BE_ATTR inline const float *BE_FN(load32)(int kind, const char *row, float scale,
+static BE_ATTR inline const float *BE_FN(load32)(int kind, const char *row, const float *qs,
                                                  Py_ssize_t H, float *buf) {
     Py_ssize_t i = 0;
     if (kind == BE_F32) return (const float *)row;
@@ -26,14 +26,15 @@ static BE_ATTR inline const float *BE_FN(load32)(int kind, const char *row, floa
         for (; i < H; i++) buf[i] = be_bitsf((uint32_t)h[i] << 16);
     } else { /* BE_I8 (float64 tables never reach a float32 row) */
         const int8_t *q = (const int8_t *)row;
-        for (; i < H; i++) buf[i] = (float)q[i] * scale;
+        const float scale = qs[0], offset = qs[1];
+        for (; i < H; i++) buf[i] = (float)q[i] * scale + offset;
     }
     return buf;
 }
 
 /* A row of `kind` as float64: the row itself when it is float64, else
    widened into buf. */
-static BE_ATTR inline const double *BE_FN(load64)(int kind, const char *row, float scale,
+static BE_ATTR inline const double *BE_FN(load64)(int kind, const char *row, const float *qs,
                                                   Py_ssize_t H, double *buf) {
     Py_ssize_t i;
     if (kind == BE_F64) return (const double *)row;
@@ -48,7 +49,8 @@ static BE_ATTR inline const double *BE_FN(load64)(int kind, const char *row, flo
         for (i = 0; i < H; i++) buf[i] = (double)be_bitsf((uint32_t)h[i] << 16);
     } else {
         const int8_t *q = (const int8_t *)row;
-        for (i = 0; i < H; i++) buf[i] = (double)q[i] * (double)scale;
+        const double scale = qs[0], offset = qs[1];
+        for (i = 0; i < H; i++) buf[i] = (double)q[i] * scale + offset;
     }
     return buf;
 }
@@ -195,7 +197,7 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
     /* Streamed rows are finished in the last scratch slot, then copied. */
     char *fin = j->stream ? (char *)(scratch + (BE_SCRATCH_SLOTS - 1) * slot) : dst;
     Py_ssize_t t, id;
-    float scale;
+    const float *qs;
     int n = 0, k;
 
     if (j->keep != NULL && !j->keep[r]) {
@@ -203,7 +205,7 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
         return;
     }
     t = be_id(j->tok_ids, j->id64, r);
-    scale = j->tok_scale != NULL ? j->tok_scale[t] : 1.0f;
+    qs = j->tok_scale != NULL ? j->tok_scale + 2 * t : NULL;
     /* Start fetching the whole next token row (a random row of a big table:
        the hardware prefetcher cannot guess it) while this one is computed. */
     if (s + 1 < S)
@@ -214,11 +216,11 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
         const Py_ssize_t fs = 2 * slot; /* floats per slot */
         const float *src[4] = {NULL, NULL, NULL, NULL};
         const float *acc;
-        src[n++] = BE_FN(load32)(j->tok_kind, j->tok + t * j->tok_row_bytes, scale, H, f);
+        src[n++] = BE_FN(load32)(j->tok_kind, j->tok + t * j->tok_row_bytes, qs, H, f);
         for (k = 0; k < j->nterms; k++) {
             const be_term *m = &j->terms[k];
             id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : (m->arange ? m->offset + s : 0);
-            src[n++] = BE_FN(load32)(m->kind, m->data + id * m->row_bytes, 1.0f, H, f + (1 + k) * fs);
+            src[n++] = BE_FN(load32)(m->kind, m->data + id * m->row_bytes, NULL, H, f + (1 + k) * fs);
         }
         if (j->ln) {
             float *sum = f + 4 * fs;
@@ -242,11 +244,11 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
         const double *src[4] = {NULL, NULL, NULL, NULL};
         double *sum = d + 4 * slot;
         const double *acc;
-        src[n++] = BE_FN(load64)(j->tok_kind, j->tok + t * j->tok_row_bytes, scale, H, d);
+        src[n++] = BE_FN(load64)(j->tok_kind, j->tok + t * j->tok_row_bytes, qs, H, d);
         for (k = 0; k < j->nterms; k++) {
             const be_term *m = &j->terms[k];
             id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : (m->arange ? m->offset + s : 0);
-            src[n++] = BE_FN(load64)(m->kind, m->data + id * m->row_bytes, 1.0f, H, d + (1 + k) * slot);
+            src[n++] = BE_FN(load64)(m->kind, m->data + id * m->row_bytes, NULL, H, d + (1 + k) * slot);
         }
         if (j->ln) {
             double *o = j->out_kind == BE_F64 ? (double *)fin : d; /* d: free once summed */

@@ -3,7 +3,7 @@
  * One output row (one position of one sequence) is computed by be_row():
  * the token row and the rows of the other terms (position, segment, task)
  * are read in their stored dtype (float32, float64, float16, bfloat16, or
- * int8 with one float32 scale per row for the token table), widened in
+ * int8 with a float32 scale and offset per row for the token table), widened in
  * registers, summed, optionally layer-normalised, and written in the result
  * dtype. Arithmetic is float32 when every table and the result are at most
  * 32-bit (as in the frameworks), float64 otherwise; LayerNorm statistics
@@ -72,7 +72,7 @@ typedef struct {
     const char *tok;
     Py_ssize_t tok_row_bytes;
     int tok_kind;
-    const float *tok_scale; /* int8 tables: one scale per row */
+    const float *tok_scale; /* int8 tables: (scale, offset) of each row: value = q * scale + offset */
     be_term terms[3];
     int nterms;
     int ln;                 /* LayerNorm */

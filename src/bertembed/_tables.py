@@ -2,7 +2,8 @@
 
 A table is kept in the dtype it comes in when the kernel reads that dtype
 natively (float32, float64, float16, bfloat16); the kernel widens each
-element in registers. ``int8`` token tables carry one float32 scale per row.
+element in registers. ``int8`` token tables carry a float32 scale and offset
+per row (``value = q * scale + offset``).
 bfloat16 arrives as ``ml_dtypes.bfloat16`` arrays, or (from checkpoints, when
 ml_dtypes is not installed) as the raw uint16 bits, tagged here as bfloat16.
 """
@@ -24,7 +25,8 @@ TABLE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8")
 
 
 class Table(NamedTuple):
-    """One embedding table: the array the kernel reads, its kind, int8 scales."""
+    """One embedding table: the array the kernel reads, its kind, and for int8
+    the (rows, 2) float32 scale and offset of each row."""
 
     data: np.ndarray
     kind: int
@@ -116,7 +118,7 @@ def to_float32(table: Table) -> np.ndarray:
         return (table.data.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     if table.kind == I8:
         assert table.scale is not None
-        return table.data.astype(np.float32) * table.scale[:, None]
+        return table.data.astype(np.float32) * table.scale[:, :1] + table.scale[:, 1:]
     return table.data.astype(np.float32)
 
 
@@ -130,20 +132,36 @@ def _float32_to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
 
 
 def quantize_int8(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric per-row int8 quantisation: ``values[i] ~ q[i] * scale[i]``.
+    """Per-row int8 quantisation: ``values[i] ~ q[i] * scale[i] + offset[i]``.
 
-    ``scale[i] = max |values[i]| / 127`` (0 for an all-zero row), ``q`` the
-    values divided by it, rounded to nearest (ties to even), in [-127, 127].
-    Computed in float64; the scales are float32.
+    Each row's range [min, max] is cut into 255 steps: ``scale = (max - min)
+    / 255``, ``offset = min + 128 * scale``, ``q = round((x - min) / scale) -
+    128`` in [-128, 127] (nearest, ties to even). An element is off by at
+    most half a step of its row. (A symmetric scale, ``max |x| / 127``, wastes
+    part of the range on rows whose values are not centred on 0: on
+    all-MiniLM-L6-v2 its LayerNorm output is off by up to 0.038, this by
+    0.026.) A constant row is exact (scale 0). Computed in float64; the
+    scales and offsets are float32.
+
+    Returns
+    -------
+    q : numpy.ndarray of int8, the shape of `values`
+    scale : numpy.ndarray of float32, shape (rows, 2)
+        Each row's scale and offset.
     """
     v = np.asarray(values, dtype=np.float64)
     if not np.isfinite(v).all():
         raise ValueError("cannot quantise a table holding NaN or inf to int8")
-    peak = np.abs(v).max(axis=1)
-    scale = (peak / 127.0).astype(np.float32)
-    safe = np.where(scale > 0, scale.astype(np.float64), 1.0)
-    q = np.clip(np.rint(v / safe[:, None]), -127, 127).astype(np.int8)
-    return q, scale
+    lo = v.min(axis=1, keepdims=True)
+    step = (v.max(axis=1, keepdims=True) - lo) / 255.0
+    scale = step.astype(np.float32).astype(np.float64)  # the kernel's scale, exactly
+    safe = np.where(scale > 0, scale, 1.0)
+    q = np.clip(np.rint((v - lo) / safe) - 128, -128, 127)
+    q = np.where(scale > 0, q, 0).astype(np.int8)
+    # The offset makes q * scale + offset hit the row's values as closely as
+    # the float32 scale allows (its mean error is removed).
+    offset = np.where(scale > 0, (v - q * scale).mean(axis=1, keepdims=True), lo)
+    return q, np.concatenate([scale, offset], axis=1).astype(np.float32)
 
 
 def convert(table: Table, name: str, target: str) -> Table:
