@@ -22,28 +22,11 @@ def reference(
     Ids are checked to be in range first (NumPy would wrap negatives).
     """
     ids = np.asarray(token_ids)
-    one_d = ids.ndim == 1
-    ids = np.atleast_2d(ids).astype(np.int64)
-    seq = ids.shape[1]
-    tok = np.asarray(tok, dtype=np.float64)
-    pos = np.asarray(pos, dtype=np.float64)
-    if position_ids is None:
-        pids = np.broadcast_to(np.arange(seq), ids.shape)
-    else:
-        pids = np.broadcast_to(np.asarray(position_ids, dtype=np.int64).reshape(-1, seq), ids.shape)
-    assert ids.min(initial=0) >= 0 and ids.max(initial=0) < tok.shape[0]
-    e = tok[ids] + pos[pids]
-    if seg is not None:
-        seg = np.asarray(seg, dtype=np.float64)
-        sids = np.zeros_like(ids) if segment_ids is None else np.atleast_2d(np.asarray(segment_ids))
-        e = e + seg[sids.astype(np.int64)]
-    if ln_weight is not None:
-        mean = e.mean(axis=-1, keepdims=True)
-        var = ((e - mean) ** 2).mean(axis=-1, keepdims=True)
-        e = (e - mean) / np.sqrt(var + ln_eps) * np.asarray(ln_weight, np.float64)
-        if ln_bias is not None:
-            e = e + np.asarray(ln_bias, np.float64)
-    if one_d:
+    assert ids.min(initial=0) >= 0 and ids.max(initial=0) < np.shape(tok)[0]
+    e = twin(ids, np.asarray(tok, dtype=np.float64), pos=np.asarray(pos, dtype=np.float64),
+             position_ids=position_ids, seg=None if seg is None else np.asarray(seg, dtype=np.float64),
+             segment_ids=segment_ids, ln_weight=ln_weight, ln_bias=ln_bias, ln_eps=ln_eps)
+    if ids.ndim == 1:
         e = e[0]
     return e.astype(dtype)
 
@@ -92,6 +75,8 @@ def twin(
     ids = np.atleast_2d(np.asarray(token_ids)).astype(np.int64)
     b, s = ids.shape
     e = values64(tok, tok_scale)[ids]
+    if e.size == 0:
+        return e
     if pos is not None:
         pids = np.arange(s) if position_ids is None else np.asarray(position_ids, np.int64)
         e = e + values64(pos)[np.broadcast_to(pids.reshape(-1, s), (b, s))]

@@ -92,9 +92,16 @@ def _table(name: str, value: Any) -> Table:
     return value if isinstance(value, Table) else T.as_table(name, value)
 
 
-def _same_shape(name: str, ids: np.ndarray, shape: tuple[int, ...]) -> None:
+def _type_ids(name: str, value: Any, table: Table | None, table_name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Segment or task ids: None, or an integer array of the token ids' shape."""
+    if value is None:
+        return None
+    if table is None:
+        raise ValueError(f"{name} was given but there is no {table_name} table")
+    ids = C.as_ids(name, value)
     if ids.shape != shape:
         raise ValueError(f"{name} has shape {ids.shape}, token_ids has shape {shape}")
+    return ids
 
 
 def embed_ids(
@@ -125,18 +132,8 @@ def embed_ids(
     batch, seq = (1, tok_ids.shape[0]) if tok_ids.ndim == 1 else tok_ids.shape
     hidden = t.hidden
 
-    seg_ids = None
-    if segment_ids is not None:
-        if t.seg is None:
-            raise ValueError("segment_ids was given but there is no segment_embeddings table")
-        seg_ids = C.as_ids("segment_ids", segment_ids)
-        _same_shape("segment_ids", seg_ids, tok_ids.shape)
-    task_ids = None
-    if task_type_ids is not None:
-        if t.task is None:
-            raise ValueError("task_type_ids was given but there is no task_embeddings table")
-        task_ids = C.as_ids("task_type_ids", task_type_ids)
-        _same_shape("task_type_ids", task_ids, tok_ids.shape)
+    seg_ids = _type_ids("segment_ids", segment_ids, t.seg, "segment_embeddings", tok_ids.shape)
+    task_ids = _type_ids("task_type_ids", task_type_ids, t.task, "task_embeddings", tok_ids.shape)
 
     pos_ids = None
     if position_ids is not None:
