@@ -191,6 +191,94 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
+def _model_copy(model_dir: Path, target: Path, **changes: dict) -> Path:
+    """The model's config files (no weights) in ``target``, with JSON files changed: {relative path: new content}."""
+    for name in ("modules.json", "config.json", "sentence_bert_config.json", "1_Pooling/config.json"):
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        (target / name).write_bytes((model_dir / name).read_bytes())
+    for name, content in changes.items():
+        (target / name.replace("__", "/")).parent.mkdir(parents=True, exist_ok=True)
+        (target / name.replace("__", "/")).write_text(json.dumps(content))
+    return target
+
+
+def test_sentence_config_is_read_from_the_model_files(model_dir: Path) -> None:
+    st_config = _load("st_config")
+    config = st_config.read_sentence_config(model_dir)
+    assert (config.max_seq_length, config.do_lower_case, config.normalize) == (256, False, True)
+    assert config.pooling == ("mean",)
+    assert (config.hidden_size, config.dimension) == (384, 384)
+
+
+MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+           {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+POOLING = {"word_embedding_dimension": 384}
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"modules.json": MODULES}, {"normalize": False}),
+    ({"1_Pooling__config.json": {**POOLING, "pooling_mode_cls_token": True, "pooling_mode_max_tokens": True}},
+     {"pooling": ("cls", "max")}),
+    ({"1_Pooling__config.json": {**POOLING, "pooling_mode_mean_tokens": False}}, {"pooling": ("mean",)}),
+    ({"1_Pooling__config.json": {"embedding_dimension": 384, "pooling_mode": ["max", "lasttoken"]}},
+     {"pooling": ("max", "lasttoken"), "dimension": 768}),
+    ({"sentence_bert_config.json": {"max_seq_length": 128, "do_lower_case": True}},
+     {"max_seq_length": 128, "do_lower_case": True}),
+])
+def test_sentence_config_variants(model_dir: Path, tmp_path: Path, changes: dict, expected: dict) -> None:
+    st_config = _load("st_config")
+    config = st_config.read_sentence_config(_model_copy(model_dir, tmp_path, **changes))
+    assert {key: getattr(config, key) for key in expected} == expected
+
+
+DENSE = {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"modules.json": [*MODULES, DENSE]}, r"module 2 is sentence_transformers\.models\.Dense; this service reproduces"),
+    ({"modules.json": MODULES[:1]}, r"modules are \['Transformer'\]"),
+    ({"1_Pooling__config.json": {**POOLING, "pooling_mode": "median"}},
+     r"pooling mode\(s\) \['median'\] not supported"),
+    ({"1_Pooling__config.json": {"word_embedding_dimension": 768}},
+     r"embedding dimension 768 != the encoder's hidden_size 384"),
+    ({"sentence_bert_config.json": {"max_seq_length": 1024}}, r"max_seq_length 1024 > max_position_embeddings 512"),
+    ({"sentence_bert_config.json": {"max_seq_length": 256, "tokenizer_args": {"add_prefix_space": True}}},
+     r"setting\(s\) \['tokenizer_args'\] not supported"),
+    ({"config.json": {"model_type": "roberta", "hidden_size": 384}}, r"model_type 'roberta' not supported"),
+    ({"modules.json": [*MODULES, {"idx": 2, "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}],
+      "2_Normalize__config.json": {"module_input_name": "token_embeddings"}}, r"Normalize of 'token_embeddings'"),
+])
+def test_unsupported_models_are_refused(model_dir: Path, tmp_path: Path, changes: dict, message: str) -> None:
+    st_config = _load("st_config")
+    with pytest.raises(st_config.UnsupportedModel, match=message):
+        st_config.read_sentence_config(_model_copy(model_dir, tmp_path, **changes))
+
+
+def test_export_refuses_clearly(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    export_encoder = _load("export_encoder")
+    bad = _model_copy(model_dir, tmp_path / "model", **{"modules.json": [*MODULES, DENSE]})
+    assert export_encoder.main([str(bad), str(tmp_path / "out")]) == 2
+    assert re.search(r"^export_encoder\.py: not supported: .*module 2 is sentence_transformers\.models\.Dense",
+                     capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("modes", [("cls",), ("max",), ("mean",), ("mean_sqrt_len_tokens",), ("weightedmean",),
+                                   ("lasttoken",), ("cls", "mean", "max")])
+def test_pooling_equals_sentence_transformers(modes: tuple[str, ...]) -> None:
+    import torch
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    export_encoder = _load("export_encoder")
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(3, 7, 8, generator=generator)
+    mask = (torch.arange(7)[None, :] < torch.tensor([7, 3, 1])[:, None]).long()  # right padding
+    ours = torch.cat([export_encoder.pool(m, hidden, mask.float()) for m in modes], dim=-1)
+    theirs = Pooling(8, pooling_mode=modes if len(modes) > 1 else modes[0])(
+        {"token_embeddings": hidden, "attention_mask": mask})["sentence_embedding"]
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
+
+
 LONG = " ".join(f"Sentence number {i} talks about rivers, bridges and the weather." for i in range(60))
 TEXTS = {
     "short": ["Hello world", "A", "", "How do I reset my password?"],

@@ -9,11 +9,11 @@ free ports): ``SERVICE_EMBEDDING=bertembed`` (the tables memory-mapped) and
 ``SERVICE_EMBEDDING=torch`` (transformers' ``BertEmbeddings`` module). Both
 stay up the whole time, but only one is under load at any moment; the
 variants alternate within each round, so a busy machine slows both alike.
-Each round runs every scenario (:data:`SCENARIOS`) against each variant with
-``loadtest.run_load``. Printed: a Markdown table of the median over rounds of
-p50/p99 latency and requests/s, with the mean server-side time of the
-embedding step and of the encoder, then the memory of each variant's
-workers from /proc (Linux).
+Each round runs every scenario (:data:`SCENARIOS`; the batch scenario sends
+half as many requests) against each variant with ``loadtest.run_load``.
+Printed: a Markdown table of the median over rounds of p50/p99 latency and
+requests/s, with the mean server-side time of the embedding step and of the
+encoder, then the memory of each variant's workers from /proc (Linux).
 
 Needs everything the service and its torch variant need (torch, transformers).
 """
@@ -40,8 +40,8 @@ import procinfo
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("bertembed", "torch")
-#: name -> (texts per request, mean words per text)
-SCENARIOS = {"1 text of ~12 words": (1, 12), "16 texts of ~24 words": (16, 24)}
+#: name -> (texts per request, mean words per text, share of --requests)
+SCENARIOS = {"1 text of ~12 words": (1, 12, 1.0), "16 texts of ~24 words": (16, 24, 0.5)}
 MIB = 1 << 20
 
 
@@ -117,11 +117,12 @@ def measure(urls: dict[str, str], rounds: int, requests: int, clients: int) -> d
     """{scenario: {variant: [summary per round]}}, variants alternating."""
     results: dict[str, dict[str, list[dict[str, Any]]]] = {s: {v: [] for v in urls} for s in SCENARIOS}
     for round_ in range(rounds):
-        for scenario, (texts, words) in SCENARIOS.items():
+        for scenario, (texts, words, share) in SCENARIOS.items():
             order = list(urls) if round_ % 2 == 0 else list(reversed(urls))
             for variant in order:
                 report = asyncio.run(loadtest.run_load(
-                    urls[variant], clients=clients, requests=requests, texts=texts, words=words, seed=round_,
+                    urls[variant], clients=clients, requests=int(requests * share), texts=texts, words=words,
+                    seed=round_,
                 ))
                 summary = report.summary()
                 results[scenario][variant].append(summary)
@@ -167,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write every summary here")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the services on SIGTERM too
 
     log_dir = args.out_dir.resolve().parent
     servers = {v: start(args.out_dir, v, args.workers, log_dir) for v in VARIANTS}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
@@ -276,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--link", choices=("copy", "symlink"), default="copy",
                         help="copy the model's files (default) or symlink them")
     args = parser.parse_args(argv)
+    transformers.logging.set_verbosity_error()  # no load report for the unused pooler weights
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # no notes about torchvision ops
     try:
         path = export(args.model_dir, args.out_dir, link=args.link)
     except UnsupportedModel as exc:
