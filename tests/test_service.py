@@ -267,7 +267,11 @@ def test_export_refuses_clearly(model_dir: Path, tmp_path: Path, capsys: pytest.
                                    ("lasttoken",), ("cls", "mean", "max")])
 def test_pooling_equals_sentence_transformers(modes: tuple[str, ...]) -> None:
     import torch
-    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    try:
+        from sentence_transformers.sentence_transformer.modules import Pooling
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers.models import Pooling
 
     export_encoder = _load("export_encoder")
     generator = torch.Generator().manual_seed(0)

@@ -176,7 +176,7 @@ def _export_onnx(head: EncoderHead, hidden_size: int, path: Path) -> int:
             dynamic_shapes=dynamic, optimize=True, verbose=False,
         )
     program.save(str(path), external_data=False)
-    return int(program.model_proto.opset_import[0].version)
+    return next(int(o.version) for o in program.model_proto.opset_import if o.domain in ("", "ai.onnx"))
 
 
 def _check(head: EncoderHead, model: BertModel, tokenizer: Tokenizer, path: Path) -> float:
