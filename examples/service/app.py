@@ -39,7 +39,7 @@ from typing import Any
 from pipeline import EMBEDDINGS, SentenceEmbedder
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -207,6 +207,8 @@ def create_app(
             texts = parse_texts(await read_body(request, max_body), max_batch)
         except BadRequest as exc:
             return _error(exc.status, exc.message)
+        except ClientDisconnect:  # gone before its body arrived: nobody reads the answer
+            return _error(400, "the client disconnected before sending the whole body")
         loop = asyncio.get_running_loop()
         body, timings = await loop.run_in_executor(state["executor"], compute, texts)
         timing = ", ".join(f"{name};dur={seconds * 1e3:.3f}" for name, seconds in timings.items())
