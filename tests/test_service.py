@@ -82,12 +82,12 @@ def _free_port() -> int:
 class Server:
     """run.sh in its own process group; ``stop()`` kills the whole group."""
 
-    def __init__(self, out_dir: Path, log_path: Path) -> None:
+    def __init__(self, out_dir: Path, log_path: Path, **env: str) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         env = {**os.environ, "PYTHON": sys.executable, "SERVICE_MAX_BATCH": str(MAX_BATCH),
-               "SERVICE_MAX_BODY_BYTES": str(MAX_BODY)}
+               "SERVICE_MAX_BODY_BYTES": str(MAX_BODY), **env}
         with open(log_path, "wb") as log:
             self.process = subprocess.Popen(
                 ["bash", str(SERVICE / "run.sh"), str(out_dir), str(self.port), str(WORKERS)],
@@ -426,6 +426,27 @@ def test_still_serving_after_bad_input(server: Server) -> None:
         time.sleep(0.2)
     assert httpx.get(f"{server.url}/healthz", timeout=30).json()["status"] == "ok"
     assert _embed(server, ["still here"]).shape == (1, 384)
+
+
+def test_fork_after_a_parallel_region_in_the_master(out_dir: Path, server: Server) -> None:
+    """Two OpenMP threads per request: the master runs a parallel region, then forks the workers.
+
+    The master checks the layer with 2 threads (``--preload``), gunicorn
+    forks from that same thread, and each worker's start-up runs 2-thread
+    calls in its main thread: with GNU libgomp that hangs unless the pool is
+    released before the fork, which bertembed does.
+    """
+    threaded = Server(out_dir, out_dir.parent / "server-2-threads.log", SERVICE_THREADS="2")
+    try:
+        threaded.wait_ready(timeout=60)
+        log = threaded.log()
+        assert "bertembed embedding layer checked with 2 thread(s)" in log
+        assert log.count("ready: bertembed embedding, 2 thread(s)") == WORKERS
+        texts = TEXTS["short"] + TEXTS["long"]
+        np.testing.assert_allclose(_embed(threaded, texts), _embed(server, texts), atol=1e-6)
+    finally:
+        threaded.stop()
+    assert "Traceback" not in threaded.log()
 
 
 def test_killed_worker(server: Server) -> None:

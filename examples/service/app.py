@@ -167,6 +167,17 @@ def _threads_per_request() -> int:
     return max(1, cores // max(1, int(os.environ.get("SERVICE_WORKERS", "1"))))
 
 
+def _setup_logging() -> None:
+    """Log to stderr (gunicorn's log), once per process, like gunicorn's own lines."""
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s",
+                                               "%Y-%m-%d %H:%M:%S %z"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def create_app(
     service_dir: str | None = None,
     *,
@@ -193,7 +204,10 @@ def create_app(
     embedding = embedding or os.environ.get("SERVICE_EMBEDDING", "bertembed")
     if embedding not in EMBEDDINGS:
         raise ValueError(f"SERVICE_EMBEDDING={embedding!r}: choose one of {EMBEDDINGS}")
-    embedder = SentenceEmbedder(service_dir, embedding=embedding)
+    _setup_logging()
+    threads = threads or _threads_per_request()
+    embedder = SentenceEmbedder(service_dir, embedding=embedding, threads=threads)
+    log.info("%s embedding layer checked with %d thread(s)", embedding, threads)
     # One model thread per process: requests queue here, not in the cores.
     state: dict[str, Any] = {"executor": None}
 
@@ -220,16 +234,18 @@ def create_app(
         return JSONResponse({
             "status": "ok", "pid": os.getpid(), "embedding": embedder.step.name,
             "dimension": embedder.dimension, "max_seq_length": embedder.max_seq_length,
-            "max_batch": max_batch, "max_body_bytes": max_body, "threads": state["threads"],
+            "max_batch": max_batch, "max_body_bytes": max_body, "threads": threads,
         })
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state["threads"] = threads or _threads_per_request()
+        # In the worker's main thread, the one gunicorn forked from: with
+        # threads > 1 this is the fork-after-OpenMP case (the master ran a
+        # parallel region in this same thread) that bertembed's fork handler
+        # makes safe. Nothing is served yet, so blocking the loop is fine.
+        embedder.start()
         state["executor"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(state["executor"], embedder.start, state["threads"])
-        log.info("pid %d ready: %s embedding, %d thread(s)", os.getpid(), embedding, state["threads"])
+        log.info("ready: %s embedding, %d thread(s)", embedding, threads)
         yield
         state["executor"].shutdown(wait=True)
 

@@ -117,22 +117,25 @@ class BertembedStep:
     ----------
     model_dir : str or os.PathLike
         Directory with config.json and model.safetensors.
+    threads : int
+        OpenMP threads per call (``num_threads``).
     """
 
     name = "bertembed"
 
-    def __init__(self, model_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, model_dir: str | os.PathLike[str], threads: int = 1) -> None:
         self.layer = BertEmbeddings.from_pretrained(model_dir)
-        self.threads = 1
+        self.threads = threads
+        self.vocab_size = self.layer.vocab_size
 
-    def start(self, threads: int) -> None:
-        """Use ``threads`` OpenMP threads per call; fault every table page in once.
+    def start(self) -> None:
+        """Fault every table page in once (in each worker, after the fork).
 
         Faulting the pages in (a read of each row, no copy) means the first
         requests do not pay for page faults. The pages are the page cache's:
         every worker maps the same ones, so this costs no private memory.
         """
-        self.threads = threads
+        threads = self.threads
         rows = self.layer.vocab_size
         width = self.layer.max_positions
         ids = np.zeros(-(-rows // width) * width, dtype=np.int64)
@@ -148,14 +151,14 @@ class BertembedStep:
         return self.layer(ids, num_threads=self.threads)
 
 
-def make_embedding_step(kind: str, model_dir: str | os.PathLike[str]) -> Any:
+def make_embedding_step(kind: str, model_dir: str | os.PathLike[str], threads: int = 1) -> Any:
     """``BertembedStep`` or, for the comparison, the torch/transformers step."""
     if kind == "bertembed":
-        return BertembedStep(model_dir)
+        return BertembedStep(model_dir, threads)
     if kind == "torch":
         from torch_embedding import TorchStep  # the comparison only; imports torch
 
-        return TorchStep(model_dir)
+        return TorchStep(model_dir, threads)
     raise ValueError(f"embedding step {kind!r} unknown; choose one of {EMBEDDINGS}")
 
 
@@ -168,17 +171,28 @@ class SentenceEmbedder:
         The output directory of ``export_encoder.py``.
     embedding : {"bertembed", "torch"}
         Which embedding step to run (``torch`` is the comparison).
+    threads : int
+        Threads for one request, used by ONNX Runtime (intra-op) and by the
+        embedding step. One request runs at a time per process, so a process
+        never uses more than ``threads`` cores.
+
+    Raises
+    ------
+    ValueError
+        The tokenizer has more tokens than the token table has rows, or the
+        embedding step's result has the wrong shape.
 
     Examples
     --------
-    >>> embedder = SentenceEmbedder("out/")  # doctest: +SKIP
-    >>> embedder.start(threads=1)  # doctest: +SKIP
+    >>> embedder = SentenceEmbedder("out/", threads=1)  # doctest: +SKIP
+    >>> embedder.start()  # doctest: +SKIP
     >>> vectors, timings = embedder.embed(["A sentence.", "Another one."])  # doctest: +SKIP
     >>> vectors.shape, vectors.dtype  # doctest: +SKIP
     ((2, 384), dtype('float32'))
     """
 
-    def __init__(self, service_dir: str | os.PathLike[str], *, embedding: str = "bertembed") -> None:
+    def __init__(self, service_dir: str | os.PathLike[str], *, embedding: str = "bertembed",
+                 threads: int = 1) -> None:
         self.config = read_service_config(service_dir)
         sentence = self.config["sentence"]
         model_dir = sentence["transformer_dir"]
@@ -191,26 +205,38 @@ class SentenceEmbedder:
             pad_id=int(self.config["pad_token_id"]),
             pad_token=str(self.config["pad_token"]),
         )
-        self.step = make_embedding_step(embedding, model_dir)
+        self.threads = threads
+        self.step = make_embedding_step(embedding, model_dir, threads)
         self.session: ort.InferenceSession | None = None
+        self._check(int(sentence["hidden_size"]))
+
+    def _check(self, hidden_size: int) -> None:
+        """The tokenizer's ids fit the token table; one text goes through the embedding step.
+
+        This runs where the embedder is built: in the gunicorn master with
+        ``--preload``, so with ``threads`` > 1 the master has run an OpenMP
+        parallel region before it forks the workers (bertembed releases its
+        pool before each fork).
+        """
+        tokens = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        if tokens > self.step.vocab_size:
+            raise ValueError(
+                f"tokenizer.json has {tokens} tokens but the token table has {self.step.vocab_size} rows"
+            )
+        ids, _ = self.token_ids(["Checking the embedding layer."])
+        shape = self.step(ids).shape
+        if shape != (*ids.shape, hidden_size):
+            raise ValueError(f"the embedding step gave shape {shape}, expected {(*ids.shape, hidden_size)}")
 
     @property
     def ready(self) -> bool:
         """Whether :meth:`start` has run (the encoder is loaded)."""
         return self.session is not None
 
-    def start(self, threads: int) -> None:
-        """Create the encoder session and prepare the embedding step (after any fork).
-
-        Parameters
-        ----------
-        threads : int
-            Threads for one request, used by ONNX Runtime (intra-op) and by
-            the embedding step. One request runs at a time per process, so a
-            process never uses more than ``threads`` cores.
-        """
+    def start(self) -> None:
+        """Create the encoder session and prepare the embedding step (after any fork)."""
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -220,7 +246,7 @@ class SentenceEmbedder:
         session = ort.InferenceSession(
             self.config["encoder"]["path"], options, providers=["CPUExecutionProvider"]
         )
-        self.step.start(threads)
+        self.step.start()
         self.session = session
         self.embed(["warm-up"])
 

@@ -28,6 +28,8 @@ class TorchStep:
     ----------
     model_dir : str or os.PathLike
         Directory with config.json and model.safetensors.
+    threads : int
+        torch threads per call.
 
     Examples
     --------
@@ -38,7 +40,7 @@ class TorchStep:
 
     name = "torch"
 
-    def __init__(self, model_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, model_dir: str | os.PathLike[str], threads: int = 1) -> None:
         config = BertConfig.from_pretrained(model_dir)
         module = BertEmbeddings(config)
         state = {}
@@ -52,10 +54,13 @@ class TorchStep:
         if missing:
             raise KeyError(f"{model_dir}/model.safetensors: no tensor(s) for {sorted(missing)}")
         self.module = module.eval()
-
-    def start(self, threads: int) -> None:
-        """Use ``threads`` torch threads per call."""
+        self.vocab_size = config.vocab_size
+        self.threads = threads
         torch.set_num_threads(threads)
+
+    def start(self) -> None:
+        """Use ``threads`` torch threads per call in this process (after the fork)."""
+        torch.set_num_threads(self.threads)
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         """float32 (B, S, H) embeddings of int64 (B, S) ids (segment 0, positions 0..S-1)."""
