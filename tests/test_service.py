@@ -352,12 +352,14 @@ def test_tables_are_shared_between_workers(server: Server, out_dir: Path) -> Non
             f"process Rss {whole['Rss'] / mib:.1f} MiB, Pss {whole['Pss'] / mib:.1f} MiB"
         )
         assert mapped["mappings"] >= 1
-        # Every table page is resident in the worker (warmed at start) ...
-        assert mapped["Rss"] >= 0.98 * table
-        # ... and none is a private copy: the pages are the page cache's.
+        # The table's pages are resident in the worker (read at start; a busy
+        # machine may have evicted a few since) ...
+        assert mapped["Rss"] >= 0.9 * table
+        # ... and none is a private copy: they are the page cache's pages,
         assert _private(mapped) <= mib
-        # So each worker pays for its share of one copy.
-        assert abs(mapped["Pss"] - table / WORKERS) <= 0.05 * table / WORKERS + mib
+        # shared by all the workers: each pays for its share of one copy.
+        assert abs(mapped["Pss"] - mapped["Rss"] / WORKERS) <= 0.05 * mapped["Rss"] / WORKERS + mib
+        assert abs(mapped["Pss"] - table / WORKERS) <= 0.1 * table / WORKERS + mib
     master = procinfo.file_mapping(server.master, checkpoint)
     lines.append(f"  master {server.master}: checkpoint mapping Rss {master['Rss'] / mib:.1f} MiB (mapped, not read)")
     print("\n" + "\n".join(lines))

@@ -13,7 +13,8 @@ Each round runs every scenario (:data:`SCENARIOS`; the batch scenario sends
 half as many requests) against each variant with ``loadtest.run_load``.
 Printed: a Markdown table of the median over rounds of p50/p99 latency and
 requests/s, with the mean server-side time of the embedding step and of the
-encoder, then the memory of each variant's workers from /proc (Linux).
+encoder, then the memory of each variant's workers from /proc (Linux), taken
+after a short warm-up load.
 
 Needs everything the service and its torch variant need (torch, transformers).
 """
@@ -178,9 +179,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         urls = {v: url for v, (_, url) in servers.items()}
         for url in urls.values():  # warm-up, not measured
             asyncio.run(loadtest.run_load(url, clients=args.clients, requests=64, texts=4))
-        results = measure(urls, args.rounds, args.requests, args.clients)
+        # Memory before the long runs: later, other jobs on the machine may
+        # evict page-cache pages of the tables that no request has read again.
         checkpoint = args.out_dir / "model.safetensors"
         memory = {v: memory_of(process, checkpoint) for v, (process, _) in servers.items()}
+        results = measure(urls, args.rounds, args.requests, args.clients)
     finally:
         for process, _ in servers.values():
             stop(process)
