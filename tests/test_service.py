@@ -361,7 +361,8 @@ def test_tables_are_shared_between_workers(server: Server, out_dir: Path) -> Non
         assert abs(mapped["Pss"] - mapped["Rss"] / WORKERS) <= 0.05 * mapped["Rss"] / WORKERS + mib
         assert abs(mapped["Pss"] - table / WORKERS) <= 0.1 * table / WORKERS + mib
     master = procinfo.file_mapping(server.master, checkpoint)
-    lines.append(f"  master {server.master}: checkpoint mapping Rss {master['Rss'] / mib:.1f} MiB (mapped, not read)")
+    lines.append(f"  master {server.master}: checkpoint mapping Rss {master['Rss'] / mib:.1f} MiB "
+                 "(the rows of its check text)")
     print("\n" + "\n".join(lines))
 
 
