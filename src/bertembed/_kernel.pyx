@@ -27,6 +27,7 @@ cdef extern from "_omp.h" nogil:
     int be_release_threads()
     double be_wtime()
     void be_set_max_threads(int n)
+    void be_set_schedule(int dynamic, int chunk)
 
 cdef extern from "_threads.h" nogil:
     int64_t be_in_flight
@@ -178,6 +179,17 @@ def padding_positions(const idx_t[:, ::1] ids, idx_t padding_idx, idx_t[:, ::1] 
 
 # In a forked child whose OpenMP pool could not be released: one thread only.
 cdef bint _serial_only = False
+# Parallel calls of at most this many rows use a static schedule.
+cdef Py_ssize_t _static_max_rows = 1024
+
+
+def set_static_max_rows(Py_ssize_t rows):
+    """Parallel calls of at most `rows` rows use a static schedule (for benchmarks).
+    Returns the previous setting."""
+    global _static_max_rows
+    before = _static_max_rows
+    _static_max_rows = rows
+    return before
 
 
 def set_serial_only(bint flag):
@@ -240,6 +252,7 @@ cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
     cdef int64_t elements = n * job.H
     cdef int arm = -1
     cdef int nt, share
+    cdef Py_ssize_t chunk
     cdef double t0 = 0.0
     cdef Py_ssize_t r
     cdef double *scratch = NULL
@@ -255,6 +268,12 @@ cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
             BE_STORE(&be_last_auto, nt)
         if nt > n:
             nt = <int>n
+        if nt > 1:
+            # Small calls: one block per thread (the cheapest start and end).
+            # Large ones: four chunks per thread, so that a thread that starts
+            # late finds its share taken over by the others.
+            chunk = n // (4 * nt)
+            be_set_schedule(n > _static_max_rows, chunk if chunk > 16 else 16)
         # Scratch rows per thread, allocated before the parallel region so that
         # no thread can fail inside it.
         scratch = <double *>malloc(nt * BE_SCRATCH_SLOTS * job.slot * sizeof(double))
@@ -271,7 +290,7 @@ cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
             else:
                 with parallel(num_threads=nt):
                     mine = scratch + threadid() * BE_SCRATCH_SLOTS * job.slot
-                    for r in prange(n, schedule="dynamic", chunksize=16):
+                    for r in prange(n, schedule="runtime"):
                         be_row(job, r, mine)
                     if job.stream:
                         be_store_fence()

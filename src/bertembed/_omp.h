@@ -9,6 +9,11 @@
 static int be_max_threads(void) { return omp_get_max_threads(); }
 static double be_wtime(void) { return omp_get_wtime(); }
 static void be_set_max_threads(int n) { omp_set_num_threads(n); }
+/* The schedule of the next parallel loop of this thread: static (one block of
+   rows per thread) or dynamic in chunks of `chunk` rows. */
+static void be_set_schedule(int dynamic, int chunk) {
+    omp_set_schedule(dynamic ? omp_sched_dynamic : omp_sched_static, dynamic ? chunk : 0);
+}
 /* libgomp has had omp_pause_resource_all since GCC 9 while still reporting
    _OPENMP 201511; LLVM's libomp reports 201811 or newer. MSVC's OpenMP 2.0
    has no way to release its pool. */
@@ -23,6 +28,7 @@ static int be_release_threads(void) { return -1; }
 static int be_max_threads(void) { return 1; }
 static double be_wtime(void) { return 0.0; } /* one thread: never timed */
 static void be_set_max_threads(int n) { (void)n; }
+static void be_set_schedule(int dynamic, int chunk) { (void)dynamic; (void)chunk; }
 static int be_release_threads(void) { return -1; }
 #endif
 

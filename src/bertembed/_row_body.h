@@ -86,10 +86,57 @@ static BE_ATTR inline void BE_FN(ln32)(const float *x, Py_ssize_t H, const float
     double k = x[0], m, d, s1 = 0.0, s2 = 0.0;
     float mean, rstd;
     Py_ssize_t i = 0;
-#if BE_VECTOR_EXT
+#if BE_LEVEL >= 2
     {
-        /* Four independent chains of float64 lanes, each widened once (a
-           single chain would make the row latency-bound). */
+        /* Four independent chains of eight float64 lanes, each float widened
+           once (one chain would make the row latency-bound). */
+        const __m512d vk = _mm512_set1_pd(k);
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, q0 = a0, q1 = a0, q2 = a0, q3 = a0;
+        for (; i + 32 <= H; i += 32) {
+            __m512d x0 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), vk);
+            __m512d x1 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)), vk);
+            __m512d x2 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16)), vk);
+            __m512d x3 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24)), vk);
+            a0 = _mm512_add_pd(a0, x0);
+            a1 = _mm512_add_pd(a1, x1);
+            a2 = _mm512_add_pd(a2, x2);
+            a3 = _mm512_add_pd(a3, x3);
+            q0 = _mm512_fmadd_pd(x0, x0, q0);
+            q1 = _mm512_fmadd_pd(x1, x1, q1);
+            q2 = _mm512_fmadd_pd(x2, x2, q2);
+            q3 = _mm512_fmadd_pd(x3, x3, q3);
+        }
+        s1 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+        s2 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3)));
+    }
+#elif BE_LEVEL >= 1
+    {
+        const __m256d vk = _mm256_set1_pd(k);
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, q0 = a0, q1 = a0, q2 = a0, q3 = a0;
+        double lanes[4];
+        int j;
+        for (; i + 16 <= H; i += 16) {
+            __m256d x0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), vk);
+            __m256d x1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)), vk);
+            __m256d x2 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)), vk);
+            __m256d x3 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)), vk);
+            a0 = _mm256_add_pd(a0, x0);
+            a1 = _mm256_add_pd(a1, x1);
+            a2 = _mm256_add_pd(a2, x2);
+            a3 = _mm256_add_pd(a3, x3);
+            q0 = _mm256_fmadd_pd(x0, x0, q0);
+            q1 = _mm256_fmadd_pd(x1, x1, q1);
+            q2 = _mm256_fmadd_pd(x2, x2, q2);
+            q3 = _mm256_fmadd_pd(x3, x3, q3);
+        }
+        _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+        for (j = 0; j < 4; j++) s1 += lanes[j];
+        _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
+        for (j = 0; j < 4; j++) s2 += lanes[j];
+    }
+#elif BE_VECTOR_EXT
+    {
+        /* Four independent chains of float64 lanes, each widened once. */
         BE_VD z = {0}, vk = z + k, a0 = z, a1 = z, a2 = z, a3 = z;
         BE_VD q0 = z, q1 = z, q2 = z, q3 = z, x0, x1, x2, x3;
         BE_VF f0, f1, f2, f3;
@@ -137,6 +184,72 @@ static BE_ATTR inline void BE_FN(ln32)(const float *x, Py_ssize_t H, const float
     else
         for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i];
 }
+
+#if BE_LEVEL >= 2
+/* Sixteen floats of s[0] + s[1] + ... (left to right, as sum32). */
+static BE_ATTR inline __m512 BE_FN(sum16)(const float *const *s, int n, Py_ssize_t i) {
+    __m512 v = _mm512_add_ps(_mm512_loadu_ps(s[0] + i), _mm512_loadu_ps(s[1] + i));
+    if (n > 2) v = _mm512_add_ps(v, _mm512_loadu_ps(s[2] + i));
+    if (n > 3) v = _mm512_add_ps(v, _mm512_loadu_ps(s[3] + i));
+    return v;
+}
+
+/* sum32 and ln32 in one: the row is summed into buf while its statistics
+   accumulate (the same arithmetic as sum32 followed by ln32, one pass less). */
+static BE_ATTR void BE_FN(sumln32)(const float *const *s, int n, float *buf, Py_ssize_t H,
+                                   const float *w, const float *b, double eps, float *o) {
+    double k, m, d, s1 = 0.0, s2 = 0.0;
+    float mean, rstd, x0;
+    Py_ssize_t i = 0;
+    x0 = s[0][0] + s[1][0];
+    if (n > 2) x0 += s[2][0];
+    if (n > 3) x0 += s[3][0];
+    k = x0;
+    {
+        const __m512d vk = _mm512_set1_pd(k);
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, q0 = a0, q1 = a0, q2 = a0, q3 = a0;
+        for (; i + 32 <= H; i += 32) {
+            __m512 u = BE_FN(sum16)(s, n, i), v = BE_FN(sum16)(s, n, i + 16);
+            __m512d x0d, x1d, x2d, x3d;
+            _mm512_storeu_ps(buf + i, u);
+            _mm512_storeu_ps(buf + i + 16, v);
+            x0d = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(u)), vk);
+            x1d = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(u, 1)), vk);
+            x2d = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), vk);
+            x3d = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)), vk);
+            a0 = _mm512_add_pd(a0, x0d);
+            a1 = _mm512_add_pd(a1, x1d);
+            a2 = _mm512_add_pd(a2, x2d);
+            a3 = _mm512_add_pd(a3, x3d);
+            q0 = _mm512_fmadd_pd(x0d, x0d, q0);
+            q1 = _mm512_fmadd_pd(x1d, x1d, q1);
+            q2 = _mm512_fmadd_pd(x2d, x2d, q2);
+            q3 = _mm512_fmadd_pd(x3d, x3d, q3);
+        }
+        s1 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+        s2 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3)));
+    }
+    for (; i < H; i++) {
+        float x = s[0][i] + s[1][i];
+        if (n > 2) x += s[2][i];
+        if (n > 3) x += s[3][i];
+        buf[i] = x;
+        d = (double)x - k;
+        s1 += d;
+        s2 += d * d;
+    }
+    m = s1 / (double)H;
+    d = s2 / (double)H;
+    d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
+    d = d < 0.0 ? 0.0 : d;
+    mean = (float)(k + m);
+    rstd = (float)(1.0 / sqrt(d + eps));
+    if (b != NULL)
+        for (i = 0; i < H; i++) o[i] = (buf[i] - mean) * rstd * w[i] + b[i];
+    else
+        for (i = 0; i < H; i++) o[i] = (buf[i] - mean) * rstd * w[i];
+}
+#endif
 
 static BE_ATTR inline void BE_FN(ln64)(const double *x, Py_ssize_t H, const double *w,
                                        const double *b, double eps, double *o) {
@@ -208,14 +321,13 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
     qs = j->tok_scale != NULL ? j->tok_scale + 2 * t : NULL;
     /* Start fetching the whole next token row (a random row of a big table:
        the hardware prefetcher cannot guess it) while this one is computed. */
-    if (s + 1 < S)
-        be_prefetch_row(j->tok + be_id(j->tok_ids, j->id64, r + 1) * j->tok_row_bytes,
+    if (s + BE_PREFETCH_AHEAD < S)
+        be_prefetch_row(j->tok + be_id(j->tok_ids, j->id64, r + BE_PREFETCH_AHEAD) * j->tok_row_bytes,
                         (size_t)j->tok_row_bytes);
     if (!j->wide) {
         float *f = (float *)scratch;
         const Py_ssize_t fs = 2 * slot; /* floats per slot */
         const float *src[4] = {NULL, NULL, NULL, NULL};
-        const float *acc;
         src[n++] = BE_FN(load32)(j->tok_kind, j->tok + t * j->tok_row_bytes, qs, H, f);
         for (k = 0; k < j->nterms; k++) {
             const be_term *m = &j->terms[k];
@@ -224,14 +336,17 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
         }
         if (j->ln) {
             float *sum = f + 4 * fs;
+            float *res = j->out_kind == BE_F32 ? (float *)fin : sum;
+#if BE_LEVEL >= 2
+            if (n > 1)
+                BE_FN(sumln32)(src, n, sum, H, j->w32, j->b32, j->eps, res);
+            else
+                BE_FN(ln32)(src[0], H, j->w32, j->b32, j->eps, res);
+#else
             if (n > 1) BE_FN(sum32)(src, n, sum, H);
-            acc = n > 1 ? sum : src[0];
-            if (j->out_kind == BE_F32) {
-                BE_FN(ln32)(acc, H, j->w32, j->b32, j->eps, (float *)fin);
-            } else {
-                BE_FN(ln32)(acc, H, j->w32, j->b32, j->eps, sum);
-                BE_FN(store32)(j->out_kind, sum, fin, H);
-            }
+            BE_FN(ln32)(n > 1 ? sum : src[0], H, j->w32, j->b32, j->eps, res);
+#endif
+            if (j->out_kind != BE_F32) BE_FN(store32)(j->out_kind, sum, fin, H);
         } else if (j->out_kind == BE_F32) {
             BE_FN(sum32)(src, n, (float *)fin, H);
         } else {

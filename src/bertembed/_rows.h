@@ -91,6 +91,11 @@ typedef struct {
    the sum, the finished row. */
 #define BE_SCRATCH_SLOTS 6
 
+/* How many rows ahead the token row is prefetched. */
+#ifndef BE_PREFETCH_AHEAD
+#define BE_PREFETCH_AHEAD 1
+#endif
+
 static inline Py_ssize_t be_id(const char *ids, int id64, Py_ssize_t i) {
     return id64 ? (Py_ssize_t)((const int64_t *)ids)[i] : (Py_ssize_t)((const int32_t *)ids)[i];
 }
@@ -174,7 +179,7 @@ typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 #define BE_VF be_v8f
 #define BE_LEVEL 2
 #define BE_SUFFIX avx512
-#define BE_ATTR __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c")))
+#define BE_ATTR __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c,prefer-vector-width=512")))
 #include "_row_body.h"
 #endif
 
