@@ -186,30 +186,63 @@ static BE_ATTR inline void BE_FN(ln32)(const float *x, Py_ssize_t H, const float
 }
 
 #if BE_LEVEL >= 2
-/* Sixteen floats of s[0] + s[1] + ... (left to right, as sum32). */
-static BE_ATTR inline __m512 BE_FN(sum16)(const float *const *s, int n, Py_ssize_t i) {
-    __m512 v = _mm512_add_ps(_mm512_loadu_ps(s[0] + i), _mm512_loadu_ps(s[1] + i));
-    if (n > 2) v = _mm512_add_ps(v, _mm512_loadu_ps(s[2] + i));
-    if (n > 3) v = _mm512_add_ps(v, _mm512_loadu_ps(s[3] + i));
+/* Sixteen values of a row of `kind`, widened to float32 in registers. */
+static BE_ATTR inline __m512 BE_FN(load16)(int kind, const char *row, const float *qs, Py_ssize_t i) {
+    if (kind == BE_F32) return _mm512_loadu_ps((const float *)row + i);
+    if (kind == BE_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
+    if (kind == BE_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i))), 16));
+    /* BE_I8 */
+    return _mm512_fmadd_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)row + i)))),
+        _mm512_set1_ps(qs[0]), _mm512_set1_ps(qs[1]));
+}
+
+/* One value of a row of `kind` as float32 (the tails of load16). */
+static BE_ATTR inline float BE_FN(load1)(int kind, const char *row, const float *qs, Py_ssize_t i) {
+    if (kind == BE_F32) return ((const float *)row)[i];
+    if (kind == BE_F16) return be_h2f(((const uint16_t *)row)[i]);
+    if (kind == BE_BF16) return be_bitsf((uint32_t)((const uint16_t *)row)[i] << 16);
+    return (float)((const int8_t *)row)[i] * qs[0] + qs[1];
+}
+
+/* Sixteen values of rows[0] + rows[1] + ... (left to right, as sum32). */
+static BE_ATTR inline __m512 BE_FN(sum16)(const char *const *rows, const int *kinds, const float *qs, int n,
+                                          Py_ssize_t i) {
+    __m512 v = BE_FN(load16)(kinds[0], rows[0], qs, i);
+    if (n > 1) v = _mm512_add_ps(v, BE_FN(load16)(kinds[1], rows[1], NULL, i));
+    if (n > 2) v = _mm512_add_ps(v, BE_FN(load16)(kinds[2], rows[2], NULL, i));
+    if (n > 3) v = _mm512_add_ps(v, BE_FN(load16)(kinds[3], rows[3], NULL, i));
     return v;
 }
 
-/* sum32 and ln32 in one: the row is summed into buf while its statistics
-   accumulate (the same arithmetic as sum32 followed by ln32, one pass less). */
-static BE_ATTR void BE_FN(sumln32)(const float *const *s, int n, float *buf, Py_ssize_t H,
-                                   const float *w, const float *b, double eps, float *o) {
+static BE_ATTR inline float BE_FN(sum1)(const char *const *rows, const int *kinds, const float *qs, int n,
+                                        Py_ssize_t i) {
+    float x = BE_FN(load1)(kinds[0], rows[0], qs, i);
+    if (n > 1) x += BE_FN(load1)(kinds[1], rows[1], NULL, i);
+    if (n > 2) x += BE_FN(load1)(kinds[2], rows[2], NULL, i);
+    if (n > 3) x += BE_FN(load1)(kinds[3], rows[3], NULL, i);
+    return x;
+}
+
+/* load32 of each row, sum32 and ln32 in one: the rows are widened and summed
+   into buf while the statistics accumulate (the same arithmetic, two passes
+   over the row fewer, and none per row that is not float32). `qs`: the
+   first row's int8 scale and offset. */
+static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, const float *qs, int n,
+                                   float *buf, Py_ssize_t H, const float *w, const float *b, double eps,
+                                   float *o) {
     double k, m, d, s1 = 0.0, s2 = 0.0;
-    float mean, rstd, x0;
+    float mean, rstd;
     Py_ssize_t i = 0;
-    x0 = s[0][0] + s[1][0];
-    if (n > 2) x0 += s[2][0];
-    if (n > 3) x0 += s[3][0];
-    k = x0;
+    k = BE_FN(sum1)(rows, kinds, qs, n, 0);
     {
         const __m512d vk = _mm512_set1_pd(k);
         __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, q0 = a0, q1 = a0, q2 = a0, q3 = a0;
         for (; i + 32 <= H; i += 32) {
-            __m512 u = BE_FN(sum16)(s, n, i), v = BE_FN(sum16)(s, n, i + 16);
+            __m512 u = BE_FN(sum16)(rows, kinds, qs, n, i), v = BE_FN(sum16)(rows, kinds, qs, n, i + 16);
             __m512d x0d, x1d, x2d, x3d;
             _mm512_storeu_ps(buf + i, u);
             _mm512_storeu_ps(buf + i + 16, v);
@@ -230,9 +263,7 @@ static BE_ATTR void BE_FN(sumln32)(const float *const *s, int n, float *buf, Py_
         s2 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3)));
     }
     for (; i < H; i++) {
-        float x = s[0][i] + s[1][i];
-        if (n > 2) x += s[2][i];
-        if (n > 3) x += s[3][i];
+        float x = BE_FN(sum1)(rows, kinds, qs, n, i);
         buf[i] = x;
         d = (double)x - k;
         s1 += d;
@@ -324,6 +355,24 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
     if (s + BE_PREFETCH_AHEAD < S)
         be_prefetch_row(j->tok + be_id(j->tok_ids, j->id64, r + BE_PREFETCH_AHEAD) * j->tok_row_bytes,
                         (size_t)j->tok_row_bytes);
+#if BE_LEVEL >= 2
+    if (!j->wide && j->ln) {
+        float *sum = (float *)scratch + 8 * slot;
+        float *res = j->out_kind == BE_F32 ? (float *)fin : sum;
+        const char *rows[4];
+        int kinds[4];
+        rows[n] = j->tok + t * j->tok_row_bytes;
+        kinds[n++] = j->tok_kind;
+        for (k = 0; k < j->nterms; k++) {
+            const be_term *m = &j->terms[k];
+            id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : (m->arange ? m->offset + s : 0);
+            rows[n] = m->data + id * m->row_bytes;
+            kinds[n++] = m->kind;
+        }
+        BE_FN(sumln32)(rows, kinds, qs, n, sum, H, j->w32, j->b32, j->eps, res);
+        if (j->out_kind != BE_F32) BE_FN(store32)(j->out_kind, sum, fin, H);
+    } else
+#endif
     if (!j->wide) {
         float *f = (float *)scratch;
         const Py_ssize_t fs = 2 * slot; /* floats per slot */
@@ -334,18 +383,11 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
             id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : (m->arange ? m->offset + s : 0);
             src[n++] = BE_FN(load32)(m->kind, m->data + id * m->row_bytes, NULL, H, f + (1 + k) * fs);
         }
-        if (j->ln) {
+        if (j->ln) {  /* (AVX-512 takes the fused path above) */
             float *sum = f + 4 * fs;
             float *res = j->out_kind == BE_F32 ? (float *)fin : sum;
-#if BE_LEVEL >= 2
-            if (n > 1)
-                BE_FN(sumln32)(src, n, sum, H, j->w32, j->b32, j->eps, res);
-            else
-                BE_FN(ln32)(src[0], H, j->w32, j->b32, j->eps, res);
-#else
             if (n > 1) BE_FN(sum32)(src, n, sum, H);
             BE_FN(ln32)(n > 1 ? sum : src[0], H, j->w32, j->b32, j->eps, res);
-#endif
             if (j->out_kind != BE_F32) BE_FN(store32)(j->out_kind, sum, fin, H);
         } else if (j->out_kind == BE_F32) {
             BE_FN(sum32)(src, n, (float *)fin, H);
