@@ -7,8 +7,10 @@
  * in the same process), waking ours can cost a millisecond. So for each size
  * class (log2 of the result's elements) the kernel keeps the recent cost per
  * element of one thread and of all the allowed threads, runs the cheaper, and
- * now and then tries the other (after 16 calls, then 32, ... up to every
- * 1024th while the choice holds; back to 16 when it changes).
+ * now and then tries the other: after 16 calls (or more, so that a try costs
+ * about 2% on average: after 50 calls when the other is twice as slow), then
+ * twice as many each time, up to every 1024th call while the choice holds;
+ * the count starts again when the choice changes.
  *
  * Calls in flight share the threads: a call that starts while k others run
  * gets at most max_threads / (k + 1).
@@ -41,8 +43,10 @@ typedef struct {
     int64_t samples[2];
     int64_t calls;
     int64_t next_try;     /* the call that tries the other choice */
-    int64_t interval;
+    int64_t interval;     /* calls until the next try */
     int64_t best;         /* 0 or 1: the choice the estimates favour */
+    int64_t last;         /* the choice of the previous call */
+    int64_t again;        /* 1: the next call repeats a try of all threads */
 } be_size_class;
 
 static be_size_class be_classes[BE_SIZE_CLASSES];
@@ -62,32 +66,53 @@ static int be_size_class_of(int64_t elements) {
     return c;
 }
 
+/* Calls between two tries: at least BE_FIRST_INTERVAL, and enough that a
+   try of the slower choice costs at most about 2% on average. */
+static int64_t be_first_interval(const be_size_class *c) {
+    int64_t fast = BE_LOAD(&c->cost[BE_LOAD(&c->best)]), slow = BE_LOAD(&c->cost[1 - BE_LOAD(&c->best)]);
+    int64_t n = fast > 0 ? (slow - fast) * 50 / fast : BE_FIRST_INTERVAL;
+    return n < BE_FIRST_INTERVAL ? BE_FIRST_INTERVAL : (n > BE_LAST_INTERVAL ? BE_LAST_INTERVAL : n);
+}
+
 /* Threads for a call of `elements` result values, allowed `share` threads.
- * *arm: which estimate the call's time updates (-1: none). */
+ * *arm: which estimate the call's time updates (-1: none). A call with all
+ * threads right after one with one thread is not measured, and is followed by
+ * a second one that is: the first may have to wake a worker that went to
+ * sleep, which is not what all threads cost when they are used. */
 static int be_choose_threads(int64_t elements, int share, int *arm) {
     be_size_class *c;
-    int64_t calls, best;
+    int64_t calls, choice, interval;
     *arm = -1;
     if (share <= 1 || elements < BE_LOAD(&be_min_parallel)) return 1;
     if (!BE_LOAD(&be_learning)) return share;
     c = &be_classes[be_size_class_of(elements)];
     calls = BE_ADD(&c->calls, 1);
-    /* Two samples of each first (the very first call pays for creating the
-       thread pool). */
-    if (BE_LOAD(&c->samples[0]) < 2) { *arm = 0; return 1; }
-    if (BE_LOAD(&c->samples[1]) < 2) { *arm = 1; return share; }
-    best = BE_LOAD(&c->best);
-    if (BE_LOAD(&c->next_try) == 0) {
-        BE_STORE(&c->next_try, calls + BE_FIRST_INTERVAL);
-    } else if (calls >= BE_LOAD(&c->next_try)) {
-        int64_t interval = BE_LOAD(&c->interval);
-        interval = interval < BE_FIRST_INTERVAL ? BE_FIRST_INTERVAL : interval;
-        BE_STORE(&c->next_try, calls + interval);
-        BE_STORE(&c->interval, interval * 2 > BE_LAST_INTERVAL ? BE_LAST_INTERVAL : interval * 2);
-        best = 1 - best;
+    if (BE_LOAD(&c->again)) {
+        BE_STORE(&c->again, 0);
+        choice = 1;
+    } else if (BE_LOAD(&c->samples[0]) < 2) {
+        choice = 0;
+    } else if (BE_LOAD(&c->samples[1]) < 2) {
+        choice = 1;
+    } else {
+        choice = BE_LOAD(&c->best);
+        if (BE_LOAD(&c->next_try) == 0) {
+            BE_STORE(&c->interval, be_first_interval(c));
+            BE_STORE(&c->next_try, calls + BE_LOAD(&c->interval));
+        } else if (calls >= BE_LOAD(&c->next_try)) {
+            interval = BE_LOAD(&c->interval);
+            BE_STORE(&c->next_try, calls + interval);
+            BE_STORE(&c->interval, interval * 2 > BE_LAST_INTERVAL ? BE_LAST_INTERVAL : interval * 2);
+            choice = 1 - choice;
+        }
     }
-    *arm = (int)best;
-    return best ? share : 1;
+    if (choice == 1 && BE_LOAD(&c->last) != 1) {
+        BE_STORE(&c->again, 1);  /* measure the next one instead */
+    } else {
+        *arm = (int)choice;
+    }
+    BE_STORE(&c->last, choice);
+    return choice ? share : 1;
 }
 
 /* Fold a call's duration into its size class's estimate for `arm`. */
@@ -102,8 +127,8 @@ static void be_record_threads(int64_t elements, int arm, double seconds) {
     best = BE_LOAD(&c->cost[1]) < BE_LOAD(&c->cost[0]) ? 1 : 0;
     if (best != BE_LOAD(&c->best)) {
         BE_STORE(&c->best, best);
-        BE_STORE(&c->interval, BE_FIRST_INTERVAL);
-        BE_STORE(&c->next_try, BE_LOAD(&c->calls) + BE_FIRST_INTERVAL);
+        BE_STORE(&c->interval, be_first_interval(c));
+        BE_STORE(&c->next_try, BE_LOAD(&c->calls) + BE_LOAD(&c->interval));
     }
 }
 
@@ -119,6 +144,8 @@ static void be_reset_threads(void) {
         BE_STORE(&c->next_try, 0);
         BE_STORE(&c->interval, 0);
         BE_STORE(&c->best, 0);
+        BE_STORE(&c->last, 0);
+        BE_STORE(&c->again, 0);
     }
 }
 
