@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         cases, repeats=repeats, threads=args.threads,
         peers=args.peers.split(",") if args.peers else None, progress=_progress,
         scenario="shared-process" if args.shared_process else "isolated",
+        rounds=1 if args.quick else runner.ROUNDS,
     )
     print(report.format_table(results))
     print()

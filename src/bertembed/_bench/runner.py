@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -69,6 +70,26 @@ def plan(case: Case, peers: Sequence[Peer], threads: int) -> list[tuple[Variant,
     return variants
 
 
+#: The isolated scenario times each variant in this many processes, in rotation
+#: (the repeats are shared among them), so that a burst of noise on the
+#: machine (another VM on the host) hits every contender, not just one.
+ROUNDS = 3
+
+
+def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One variant's record from its processes: all samples pooled (median, min)."""
+    failed = [r for r in runs if r.get("status") != "ok"]
+    if failed:
+        return failed[0]
+    samples = [x for r in runs for x in r["samples_s"]]
+    merged = {**runs[0], "median_s": statistics.median(samples), "min_s": min(samples),
+              "samples_s": samples, "pid": [r["pid"] for r in runs]}
+    autos = [r["auto_threads"] for r in runs if r.get("auto_threads") is not None]
+    if autos:
+        merged["auto_threads"] = max(set(autos), key=autos.count)
+    return merged
+
+
 def _measure_isolated(
     case: Case,
     variants: list[tuple[Variant, Peer | None]],
@@ -79,40 +100,52 @@ def _measure_isolated(
     min_sample_s: float | None,
     tmp: Path,
     step: Callable[[str], None],
+    rounds: int = ROUNDS,
 ) -> dict[str, dict[str, Any]]:
     expected = tmp / "expected.npy"
-    measured: dict[str, dict[str, Any]] = {}
-    base = {"case": asdict(case), "T": threads, "repeats": repeats, "seed": seed,
-            "min_sample_s": min_sample_s}
-    for variant, peer in variants:
-        first = not measured
-        if not first and measured[BERTEMBED].get("status") != "ok":
-            # Nothing to check against, and nothing to compare with.
-            first_skip = measured[BERTEMBED]
-            measured[variant.label] = {"status": first_skip["status"],
-                                       "reason": "bertembed could not run this case"}
-            step(variant.label)
-            continue
-        spec = {**base, "contender": variant.contender, "threads": variant.threads}
-        paths: list[str] = []
-        if peer is not None:
-            ref = peer_ref(peer)
-            spec["peer"] = ref
-            if ref.get("path"):
-                paths.append(ref["path"])
-        if first:
-            spec["save_expected"] = str(expected)
-        else:
-            spec["expected"] = str(expected)
-        env = {"OMP_NUM_THREADS": str(threads)} if peer is None else {}
-        try:
-            measured[variant.label] = run_child(_WORKER_CODE, [json.dumps(spec)], env=env, paths=paths)
-        except RuntimeError as exc:
-            measured[variant.label] = {"status": "error", "reason": str(exc)}
-        step(variant.label)
+    rounds = max(1, min(rounds, repeats))
+    runs: dict[str, list[dict[str, Any]]] = {v.label: [] for v, _ in variants}
+    done: dict[str, dict[str, Any]] = {}
+    for r in range(rounds):
+        # The repeats shared among the rounds (the first ones take the remainder).
+        base = {"case": asdict(case), "T": threads, "seed": seed, "min_sample_s": min_sample_s,
+                "repeats": repeats // rounds + (1 if r < repeats % rounds else 0)}
+        for variant, peer in variants:
+            label = variant.label
+            if label in done:
+                continue
+            first = r == 0 and label == variants[0][0].label
+            mine = runs[variants[0][0].label]
+            if not first and (not mine or mine[-1].get("status") != "ok"):
+                # Nothing to check against, and nothing to compare with.
+                done[label] = {"status": mine[-1]["status"] if mine else "error",
+                               "reason": "bertembed could not run this case"}
+                step(label)
+                continue
+            spec = {**base, "contender": variant.contender, "threads": variant.threads}
+            paths: list[str] = []
+            if peer is not None:
+                ref = peer_ref(peer)
+                spec["peer"] = ref
+                if ref.get("path"):
+                    paths.append(ref["path"])
+            if first:
+                spec["save_expected"] = str(expected)
+            else:
+                spec["expected"] = str(expected)
+            env = {"OMP_NUM_THREADS": str(threads)} if peer is None else {}
+            try:
+                result = run_child(_WORKER_CODE, [json.dumps(spec)], env=env, paths=paths)
+            except RuntimeError as exc:
+                result = {"status": "error", "reason": str(exc)}
+            runs[label].append(result)
+            if result.get("status") != "ok":
+                done[label] = result  # unavailable, mismatch or error: not tried again
+            if r == rounds - 1 or label in done:
+                step(label)
     with contextlib.suppress(OSError):
         expected.unlink()
-    return measured
+    return {label: done.get(label) or _merge(rs) for label, rs in runs.items()}
 
 
 def _measure_shared(
@@ -268,6 +301,7 @@ def run(
     seed: int = 0,
     scenario: str = "isolated",
     min_sample_s: float | None = None,
+    rounds: int = ROUNDS,
 ) -> list[dict[str, Any]]:
     """Time bertembed and its peers on each case and compare medians.
 
@@ -295,6 +329,9 @@ def run(
     min_sample_s : float, optional
         Shortest timed sample (default
         :data:`bertembed._bench.timing.MIN_SAMPLE_S`).
+    rounds : int, default :data:`ROUNDS`
+        Isolated scenario: each variant is timed in this many processes, in
+        rotation with the other variants, its repeats shared among them.
 
     Returns
     -------
@@ -350,7 +387,7 @@ def run(
 
                 measured = _measure_isolated(
                     case, variants, threads=nthreads, repeats=repeats, seed=seed,
-                    min_sample_s=min_sample_s, tmp=tmp, step=step,
+                    min_sample_s=min_sample_s, tmp=tmp, step=step, rounds=rounds,
                 )
             else:
                 start = done

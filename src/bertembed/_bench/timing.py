@@ -15,6 +15,9 @@ MIN_SAMPLE_S = 0.01
 #: one runtime's spinning worker threads (OpenMP, ONNX Runtime) go idle
 #: before the next contender starts.
 GAP_S = 0.002
+#: Each callable is called for this many sample lengths before it is timed
+#: (0.2 s by default: a steady state of caches, pools and thread choices).
+WARMUP_SAMPLES = 20
 #: Calibration (how many calls make a sample) stops timing single calls after this long.
 CALIBRATION_S = 0.05
 
@@ -48,8 +51,10 @@ def time_interleaved(
     Parameters
     ----------
     funcs : mapping of str to callable or Contender
-        No-argument callables, each warmed up (one call, then up to three
-        timed calls that set how many calls make a sample) before timing. A
+        No-argument callables, each warmed up (calls for :data:`WARMUP_SAMPLES`
+        times the sample length, at least one, so that caches, thread pools and bertembed's automatic
+        thread choice are in their steady state; then up to three timed calls
+        that set how many calls make a sample) before timing. A
         :class:`~bertembed._bench.data.Contender`'s ``prepare`` runs, untimed,
         before its warm-up and before each of its samples.
     repeats : int
@@ -65,13 +70,14 @@ def time_interleaved(
     Returns
     -------
     dict
-        ``{name: {"median_s", "min_s", "calls_per_sample"}}``, seconds per call.
+        ``{name: {"median_s", "min_s", "calls_per_sample", "samples_s"}}``,
+        seconds per call (``samples_s``: every sample).
 
     Examples
     --------
     >>> stats = time_interleaved({"sum": lambda: sum(range(100))}, 3, min_sample_s=0.0)
     >>> sorted(stats["sum"]), stats["sum"]["min_s"] <= stats["sum"]["median_s"]
-    (['calls_per_sample', 'median_s', 'min_s'], True)
+    (['calls_per_sample', 'median_s', 'min_s', 'samples_s'], True)
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
@@ -82,7 +88,10 @@ def time_interleaved(
     for name, c in contenders.items():
         if c.prepare is not None:
             c.prepare()
+        warm_until = time.perf_counter() + WARMUP_SAMPLES * target
         c.call()
+        while time.perf_counter() < warm_until:
+            c.call()
         loops[name] = max(1, min(100_000, math.ceil(target / max(_one_call(c.call), 1e-9))))
     names = list(contenders)
     samples: dict[str, list[float]] = {n: [] for n in names}
@@ -106,6 +115,7 @@ def time_interleaved(
             "median_s": statistics.median(s),
             "min_s": min(s),
             "calls_per_sample": loops[n],
+            "samples_s": s,
         }
         for n, s in samples.items()
     }

@@ -49,7 +49,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cases = select_cases(bench_cases.DEFAULT_CASES, args.cases)
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
     scenario = "shared-process" if args.shared_process else "isolated"
-    kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads, "scenario": scenario}
+    kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads, "scenario": scenario,
+                              "rounds": 1 if args.quick else runner.ROUNDS}
     if args.peers is not None:
         kwargs["peers"] = [p.strip() for p in args.peers.split(",") if p.strip()]
     with ProgressBar(len(cases), "bench", unit="steps", enabled=not args.quiet) as bar:
@@ -85,7 +86,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="T: the most threads any contender may use (default: all cores)",
     )
     bench.add_argument(
-        "--quick", action="store_true", help="3 repeats: a smoke test, not a measurement"
+        "--quick", action="store_true",
+        help="3 repeats, one process per contender: a smoke test, not a measurement"
     )
     bench.add_argument(
         "--cases", metavar="SUBSTR", help="run only the cases whose name contains SUBSTR"
