@@ -184,3 +184,9 @@ def test_tries_are_rarer_when_the_other_choice_is_much_slower():
     chosen = drive(2000, lambda i: 50e-6, lambda i: 1e-3)
     tries = np.flatnonzero(chosen[10:] == 2)
     assert len(tries) <= 4  # one try (two calls) in the first 2000 calls
+
+
+def test_a_burst_of_noise_does_not_flip_the_choice():
+    # All threads twice as fast, but two calls in a row are hit by a burst (20x).
+    chosen = drive(400, lambda i: 1e-3, lambda i: 10e-3 if i in (200, 201) else 0.5e-3)
+    assert (chosen[150:400] == 2).mean() > 0.98

@@ -121,11 +121,21 @@ static void be_record_threads(int64_t elements, int arm, double seconds) {
     int64_t x = (int64_t)(seconds * 1e9 * 65536.0 / (double)elements);
     int64_t n = BE_ADD(&c->samples[arm], 1);
     int64_t old = BE_LOAD(&c->cost[arm]);
-    int64_t best;
+    int64_t best, other, cur;
+    if (n > 0) {
+        /* One call moves the estimate by at most a quarter of its way to
+           twice (or a quarter of) the estimate: a burst of noise on the
+           machine cannot flip the choice, a lasting change does in a few
+           calls. */
+        x = x > 2 * old ? 2 * old : (x < old / 4 ? old / 4 : x);
+    }
     BE_STORE(&c->cost[arm], n == 0 ? x : old + (x - old) / 4);
     if (BE_LOAD(&c->samples[0]) < 2 || BE_LOAD(&c->samples[1]) < 2) return;
-    best = BE_LOAD(&c->cost[1]) < BE_LOAD(&c->cost[0]) ? 1 : 0;
-    if (best != BE_LOAD(&c->best)) {
+    cur = BE_LOAD(&c->best);
+    other = 1 - cur;
+    /* The other choice takes over when it is cheaper by more than 3%. */
+    best = BE_LOAD(&c->cost[other]) * 103 < BE_LOAD(&c->cost[cur]) * 100 ? other : cur;
+    if (best != cur) {
         BE_STORE(&c->best, best);
         BE_STORE(&c->interval, be_first_interval(c));
         BE_STORE(&c->next_try, BE_LOAD(&c->calls) + BE_LOAD(&c->interval));
