@@ -122,14 +122,11 @@ static void be_record_threads(int64_t elements, int arm, double seconds) {
     int64_t n = BE_ADD(&c->samples[arm], 1);
     int64_t old = BE_LOAD(&c->cost[arm]);
     int64_t best, other, cur;
-    if (n > 0) {
-        /* One call moves the estimate by at most a quarter of its way to
-           twice (or a quarter of) the estimate: a burst of noise on the
-           machine cannot flip the choice, a lasting change does in a few
-           calls. */
-        x = x > 2 * old ? 2 * old : (x < old / 4 ? old / 4 : x);
-    }
-    BE_STORE(&c->cost[arm], n == 0 ? x : old + (x - old) / 4);
+    /* No outlier is dropped: next to runtimes whose idle workers spin, the
+       rare call that waits milliseconds for a worker is what several threads
+       cost, and the mean is what a service pays. */
+    /* A try (the choice not favoured) is rare news: it counts for half. */
+    BE_STORE(&c->cost[arm], n == 0 ? x : old + (x - old) / (arm == BE_LOAD(&c->best) ? 4 : 2));
     if (BE_LOAD(&c->samples[0]) < 2 || BE_LOAD(&c->samples[1]) < 2) return;
     cur = BE_LOAD(&c->best);
     other = 1 - cur;
