@@ -155,25 +155,40 @@ def first_out_of_range(const idx_t[::1] ids, Py_ssize_t rows):
     return found
 
 
+cdef int64_t _padding_positions(const char *ids, char *out, Py_ssize_t B, Py_ssize_t S, bint id64,
+                                int64_t pad) noexcept nogil:
+    """RoBERTa's positions into `out` (the ids' dtype); returns the largest."""
+    cdef Py_ssize_t b, s, i
+    cdef int64_t count, top = pad, v
+    for b in range(B):
+        count = pad
+        for s in range(S):
+            i = b * S + s
+            v = (<const int64_t *>ids)[i] if id64 else (<const int32_t *>ids)[i]
+            if v != pad:
+                count += 1
+            if id64:
+                (<int64_t *>out)[i] = count if v != pad else pad
+            else:
+                (<int32_t *>out)[i] = <int32_t>(count if v != pad else pad)
+        if count > top:
+            top = count
+    return top
+
+
 def padding_positions(const idx_t[:, ::1] ids, idx_t padding_idx, idx_t[:, ::1] out):
     """RoBERTa's position ids: ``padding_idx`` for pads, else
     ``padding_idx + 1 + (non-pad tokens before this one in its row)``.
 
     Returns the largest position written (``padding_idx`` if there is none).
     """
-    cdef Py_ssize_t b, s, B = ids.shape[0], S = ids.shape[1]
-    cdef int64_t count, top = padding_idx
+    cdef Py_ssize_t B = ids.shape[0], S = ids.shape[1]
+    cdef int64_t top = padding_idx
+    if B * S == 0:
+        return top
     with nogil:
-        for b in range(B):
-            count = padding_idx
-            for s in range(S):
-                if ids[b, s] == padding_idx:
-                    out[b, s] = padding_idx
-                else:
-                    count += 1
-                    out[b, s] = <idx_t>count
-            if count > top:
-                top = count
+        top = _padding_positions(<const char *>&ids[0, 0], <char *>&out[0, 0], B, S,
+                                 sizeof(idx_t) == 8, padding_idx)
     return top
 
 
@@ -382,27 +397,6 @@ cdef bint _in_range(const char *ids, Py_ssize_t n, bint id64, Py_ssize_t rows) n
         for i in range(n):
             bad |= <unsigned long long>(<int64_t>p32[i]) >= limit
     return not bad
-
-
-cdef int64_t _padding_positions(const char *ids, char *out, Py_ssize_t B, Py_ssize_t S, bint id64,
-                                int64_t pad) noexcept nogil:
-    """RoBERTa's positions into `out` (the ids' dtype); returns the largest."""
-    cdef Py_ssize_t b, s, i
-    cdef int64_t count, top = pad, v
-    for b in range(B):
-        count = pad
-        for s in range(S):
-            i = b * S + s
-            v = (<const int64_t *>ids)[i] if id64 else (<const int32_t *>ids)[i]
-            if v != pad:
-                count += 1
-            if id64:
-                (<int64_t *>out)[i] = count if v != pad else pad
-            else:
-                (<int32_t *>out)[i] = <int32_t>(count if v != pad else pad)
-        if count > top:
-            top = count
-    return top
 
 
 cdef inline bint _plain_ids(object value):

@@ -78,38 +78,32 @@ static BE_ATTR inline void BE_FN(sum64)(const double *const *s, int n, double *o
     }
 }
 
+/* The end of a float32 LayerNorm row: mean and variance from the float64
+   sums of (x - k) and (x - k)**2, then o = (x - mean) * rstd * w (+ b). */
+static BE_ATTR inline void BE_FN(ln_finish32)(const float *x, Py_ssize_t H, double k, double s1, double s2,
+                                              const float *w, const float *b, double eps, float *o) {
+    double m = s1 / (double)H, d = s2 / (double)H;
+    float mean, rstd;
+    Py_ssize_t i;
+    d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
+    d = d < 0.0 ? 0.0 : d;
+    mean = (float)(k + m);
+    rstd = (float)(1.0 / sqrt(d + eps));
+    if (b != NULL)
+        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    else
+        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i];
+}
+
 /* o = LayerNorm(x) * w (+ b), float32 data, statistics in float64. Values
    are shifted by the row's first element, which keeps the one-pass variance
    accurate when the mean is large. */
 static BE_ATTR inline void BE_FN(ln32)(const float *x, Py_ssize_t H, const float *w, const float *b,
                                        double eps, float *o) {
-    double k = x[0], m, d, s1 = 0.0, s2 = 0.0;
-    float mean, rstd;
+    double k = x[0], d, s1 = 0.0, s2 = 0.0;
     Py_ssize_t i = 0;
-#if BE_LEVEL >= 2
-    {
-        /* Four independent chains of eight float64 lanes, each float widened
-           once (one chain would make the row latency-bound). */
-        const __m512d vk = _mm512_set1_pd(k);
-        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, q0 = a0, q1 = a0, q2 = a0, q3 = a0;
-        for (; i + 32 <= H; i += 32) {
-            __m512d x0 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), vk);
-            __m512d x1 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)), vk);
-            __m512d x2 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16)), vk);
-            __m512d x3 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24)), vk);
-            a0 = _mm512_add_pd(a0, x0);
-            a1 = _mm512_add_pd(a1, x1);
-            a2 = _mm512_add_pd(a2, x2);
-            a3 = _mm512_add_pd(a3, x3);
-            q0 = _mm512_fmadd_pd(x0, x0, q0);
-            q1 = _mm512_fmadd_pd(x1, x1, q1);
-            q2 = _mm512_fmadd_pd(x2, x2, q2);
-            q3 = _mm512_fmadd_pd(x3, x3, q3);
-        }
-        s1 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
-        s2 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3)));
-    }
-#elif BE_LEVEL >= 1
+    /* (AVX-512 rows never come here: they take sumln32.) */
+#if BE_LEVEL == 1
     {
         const __m256d vk = _mm256_set1_pd(k);
         __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, q0 = a0, q1 = a0, q2 = a0, q3 = a0;
@@ -173,16 +167,7 @@ static BE_ATTR inline void BE_FN(ln32)(const float *x, Py_ssize_t H, const float
         s1 += d;
         s2 += d * d;
     }
-    m = s1 / (double)H;
-    d = s2 / (double)H;
-    d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
-    d = d < 0.0 ? 0.0 : d;
-    mean = (float)(k + m);
-    rstd = (float)(1.0 / sqrt(d + eps));
-    if (b != NULL)
-        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i] + b[i];
-    else
-        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i];
+    BE_FN(ln_finish32)(x, H, k, s1, s2, w, b, eps, o);
 }
 
 #if BE_LEVEL >= 2
@@ -234,8 +219,7 @@ static BE_ATTR inline float BE_FN(sum1)(const char *const *rows, const int *kind
 static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, const float *qs, int n,
                                    float *buf, Py_ssize_t H, const float *w, const float *b, double eps,
                                    float *o) {
-    double k, m, d, s1 = 0.0, s2 = 0.0;
-    float mean, rstd;
+    double k, d, s1 = 0.0, s2 = 0.0;
     Py_ssize_t i = 0;
     k = BE_FN(sum1)(rows, kinds, qs, n, 0);
     {
@@ -269,16 +253,7 @@ static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, co
         s1 += d;
         s2 += d * d;
     }
-    m = s1 / (double)H;
-    d = s2 / (double)H;
-    d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
-    d = d < 0.0 ? 0.0 : d;
-    mean = (float)(k + m);
-    rstd = (float)(1.0 / sqrt(d + eps));
-    if (b != NULL)
-        for (i = 0; i < H; i++) o[i] = (buf[i] - mean) * rstd * w[i] + b[i];
-    else
-        for (i = 0; i < H; i++) o[i] = (buf[i] - mean) * rstd * w[i];
+    BE_FN(ln_finish32)(buf, H, k, s1, s2, w, b, eps, o);
 }
 #endif
 
