@@ -176,7 +176,7 @@ def test_isolated_custom_peer_needs_a_module_level_builder():
 def test_format_table_names_every_contender_and_the_scenario():
     results = _run([SUM64, OUT64], ["numpy", "copyto", TWIN], threads=2)
     table = report.format_table(results)
-    for name in ("bertembed", "bertembed T", "numpy", "copyto", "twin", SUM64.name, OUT64.name,
+    for name in ("bertembed", "bertembed 1|T", "numpy", "copyto", "twin", SUM64.name, OUT64.name,
                  "shared process", "next to a runtime that spins"):
         assert name in table
 

@@ -131,7 +131,7 @@ class Peer:
 
 #: bertembed's name as a contender (at its automatic thread choice in results).
 BERTEMBED = "bertembed"
-#: The name in results of bertembed at T threads.
+#: The name in results of bertembed at a fixed thread count (the faster of 1 and T).
 BERTEMBED_T = "bertembed-fixed"
 
 

@@ -101,7 +101,8 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
     )
     lines.append(
         "T: most threads any contender may use; bertembed: its automatic choice (@ the threads "
-        "it took); bertembed T: at T threads; torch, onnxruntime: the faster of 1 and T threads; "
+        "it took); bertembed 1|T: the faster of bertembed at 1 and at T threads; "
+        "torch, onnxruntime: the faster of 1 and T threads; "
         "numpy, take, copyto: one thread"
     )
     m = first["machine"]

@@ -16,7 +16,7 @@ Two scenarios:
 
 Peers that have a thread setting (torch, ONNX Runtime) are measured at 1
 and at T threads and the faster counts; bertembed is measured at its
-automatic choice (its figure) and at T. Ratios are ``peer median /
+automatic choice (its figure) and at 1 and at T. Ratios are ``peer median /
 bertembed median`` (above 1: bertembed is faster).
 """
 

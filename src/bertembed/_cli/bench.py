@@ -75,7 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Time bertembed and each installed peer on random BERT-base-shaped "
         "tables (fixed seed) and print the medians, the ratios and the DESIGN.md goals. "
         "By default each contender is timed alone in its own fresh process, torch and ONNX "
-        "Runtime at the faster of 1 and T threads, bertembed at its automatic choice and at T.",
+        "Runtime at the faster of 1 and T threads, bertembed at its automatic choice and at 1 and T.",
     )
     bench.add_argument(
         "--repeats", type=positive_int, metavar="N",
