@@ -306,3 +306,25 @@ def test_layer_rejects_bad_ids_and_keeps_out(tables):
     with pytest.raises(IndexError, match=r"segment_ids\[0, 0\] = -1 is out"):
         layer([[0, 1, 5]], [[-1, 0, 0]], out=out)
     assert (out == -2.0).all()
+
+
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("which", ["segment", "task"])
+def test_layer_with_an_empty_default_table_refuses_plain_ids(id_dtype, which):
+    # The layer's fast path (C-contiguous int32/int64 ids, nothing else given)
+    # must not read the missing row 0 of a 0-row segment or task table:
+    # the sanitizer's fuzzing found it reading past such a table.
+    rng = np.random.default_rng(3)
+    tok, pos = rng.standard_normal((6, 4)), rng.standard_normal((5, 4))
+    empty = np.zeros((0, 4))
+    if which == "segment":
+        layer = BertEmbeddings(tok, pos, empty)
+    else:
+        layer = BertEmbeddings(tok, pos, rng.standard_normal((2, 4)), task_embeddings=empty)
+    name = "segment_ids" if which == "segment" else "task_type_ids"
+    table = "segment_embeddings" if which == "segment" else "task_embeddings"
+    ids = np.array([[1, 2, 3]], dtype=id_dtype)
+    with pytest.raises(IndexError, match=rf"^{name} \(default 0\) is out of range for {table} with 0 rows$"):
+        layer(ids)
+    with pytest.raises(IndexError, match=rf"^{name} \(default 0\) is out of range for {table} with 0 rows$"):
+        layer(ids[0])

@@ -427,6 +427,7 @@ cdef class Plan:
     cdef Py_ssize_t offset
     cdef int64_t padding_idx
     cdef Py_ssize_t tok_rows, pos_rows, seg_rows
+    cdef bint empty_default  # a segment or task table of 0 rows: row 0 is not there
     cdef int pos_term, seg_term
     cdef int out_typenum
     cdef object out_dtype
@@ -452,9 +453,12 @@ cdef class Plan:
         self.tok_rows = tok.data.shape[0]
         self.pos_term = self.seg_term = -1
         self.pos_rows = self.seg_rows = 0
+        self.empty_default = False
         for table, which in ((pos, 0), (seg, 1), (task, 2)):
             if table is None:
                 continue
+            if which != 0 and table.data.shape[0] == 0:
+                self.empty_default = True
             _set_term(&self.job.terms[k], table.data, table.kind, None, 0, offset if which == 0 else -1)
             if which == 0:
                 self.pos_term, self.pos_rows = k, table.data.shape[0]
@@ -506,7 +510,7 @@ cdef class Plan:
             return None
         n = B * S
         id64 = t == cnp.NPY_INT64
-        if n == 0:
+        if n == 0 or self.empty_default:
             return None
         if segment_ids is not None:
             if self.seg_term < 0 or not _plain_ids(segment_ids):
