@@ -50,7 +50,7 @@ if [[ ! -x "$WORK/venv/bin/python" ]]; then
 fi
 VPY="$WORK/venv/bin/python"
 "$VPY" -m pip install -q --upgrade pip
-"$VPY" -m pip install -q numpy pytest hypothesis threadpoolctl safetensors "Cython>=3.1" \
+"$VPY" -m pip install -q numpy pytest hypothesis threadpoolctl safetensors ml_dtypes "Cython>=3.1" \
     "setuptools>=77" wheel
 "$VPY" -m pip install -q atheris \
     || echo "sanitize: atheris not installable here; the fuzz step uses hypothesis"

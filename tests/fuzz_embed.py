@@ -9,18 +9,31 @@ Usage::
 Without atheris (or with FUZZ_EMBED_HYPOTHESIS=1, or when GCC's ASan
 runtime is preloaded, which leaves libFuzzer without coverage) the same
 cases are drawn by hypothesis for ``-max_total_time`` seconds (default 60).
-``tests/test_fuzz_quick.py`` runs a few hundred cases under pytest.
+``tests/test_fuzz_quick.py`` runs a few hundred cases under pytest. A run
+ends by printing how many cases it ran and their outcomes (ok, or each
+exception type).
 
 Each input becomes one call with random shapes (including 0), id arrays of
 every integer dtype and of invalid dtypes (bool, float, complex, object,
 str, bytes, timedelta), strides, byte orders, extreme ids, tables of many
-dtypes (with NaN/inf), LayerNorm parameters, ``ln_eps``, ``dtype``,
-``num_threads`` and ``out`` buffers good and bad (wrong shape/dtype/byte
-order, read-only, strided, a list, overlapping the ids). An oracle written
-from the documented contract predicts the outcome:
+dtypes (float16/32/64, ``ml_dtypes.bfloat16`` when ml_dtypes imports,
+byte-swapped, strided, lists; with NaN/inf), LayerNorm parameters,
+``ln_eps``, ``dtype`` (float16/32/64, bfloat16 as the ml_dtypes type or the
+name ``"bfloat16"``), ``num_threads`` and ``out`` buffers good and bad
+(float16/32/64 or bfloat16; wrong shape/dtype/byte order, read-only,
+strided, a list, overlapping the ids). Layers also draw the constructor's
+``table_dtype`` (None, "float32", "float64", "float16", "bfloat16", "int8",
+as names or dtypes; and wrong ones: "int4", 3, an object, ...); an int8
+token table holding NaN/inf cannot be quantised. An oracle written from the
+documented contract predicts the outcome:
 
 * no fault: the call must succeed and equal ``tests/reference.py``
-  (exactly for sums; within a derived bound for LayerNorm);
+  (exactly for float32/float64 sums computed in float64; within a derived
+  bound for float32 arithmetic, LayerNorm and float16/bfloat16 results).
+  With a ``table_dtype`` the reference reads the tables the layer stores
+  (int8: ``q * scale + offset`` in float64); the conversions themselves are
+  tested in ``tests/test_table_dtypes.py``, here only their kinds and (int8)
+  that each value stays within a quantisation step;
 * faults: it must raise one of the exception types they map to
   (TypeError, ValueError or IndexError), leave ``out`` untouched;
 * always: no input array is modified, and nothing else (no crash, no
@@ -29,6 +42,8 @@ from the documented contract predicts the outcome:
 
 from __future__ import annotations
 
+import atexit
+import collections
 import os
 import sys
 import time
@@ -36,7 +51,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import reference
+from reference import reference, values64
+
+try:  # optional: without it there are no bfloat16 arrays to pass
+    import ml_dtypes
+except ImportError:  # pragma: no cover - exercised where ml_dtypes is missing
+    ml_dtypes = None
 
 try:  # atheris instruments the Python code it imports for coverage feedback
     import atheris
@@ -54,6 +74,25 @@ F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 EPS64 = np.finfo(np.float64).eps
 EPS32 = np.finfo(np.float32).eps
 EPS16 = float(np.finfo(np.float16).eps)
+#: ``ml_dtypes.bfloat16`` as a dtype, or None without ml_dtypes.
+BF16 = None if ml_dtypes is None else np.dtype(ml_dtypes.bfloat16)
+EPS_BF16 = 2.0**-7
+
+#: 16-bit results: (relative bound of one rounding to them, their subnormal step).
+NARROW = {F16: (EPS16, 2.0**-24)}
+if BF16 is not None:
+    NARROW[BF16] = (EPS_BF16, 2.0**-133)
+
+#: A byte-swapped bfloat16 ``out`` or ``dtype`` should be refused like a
+#: byte-swapped float16 one (TypeError); bertembed currently accepts it and
+#: writes native-order bytes, which NumPy then reads as other values. Off
+#: until that is fixed, so that the fuzzer keeps finding other things.
+CHECK_SWAPPED_BF16 = False
+
+#: Outcomes of the cases run in this process ("ok" or the exception type)
+#: and, for the successful calls, what they exercised.
+OUTCOMES: collections.Counter[str] = collections.Counter()
+FEATURES: collections.Counter[str] = collections.Counter()
 
 
 # ------------------------------------------------------------------ sources
@@ -125,11 +164,15 @@ def _choose(draw, valid, faults=()):
 SPECIALS = [np.nan, np.inf, -np.inf, 0.1, 1e30, -0.0, -1e30, 1.0 / 3.0]
 
 
-def _floats(draw, n: int, specials: bool = True) -> np.ndarray:
+def _floats(draw, n: int, specials: bool = True, finite: bool = False) -> np.ndarray:
+    """``n`` values; with `finite` no special that is NaN, inf or beyond
+    float16's range (those codes keep their plain value)."""
     b = np.frombuffer(draw.blob(n), np.uint8)
     v = (b.astype(np.float64) - 128.0) / 32.0
     if specials:
         for k, val in enumerate(SPECIALS):
+            if finite and not abs(val) < 6e4:
+                continue
             v[b == 248 + k] = val
     return v
 
@@ -137,8 +180,9 @@ def _floats(draw, n: int, specials: bool = True) -> np.ndarray:
 # ------------------------------------------------------------------ tables
 
 VALID_TABLE_KINDS = ["f64", "f32", "f16", ">f8", ">f4", "f32-strided", "f64-fortran",
-                     "f64-readonly", "list"]
-INVALID_TABLE_KINDS = ["i64", "i32", "u8", "bool", "c128", "object", "str", "str-list",
+                     "f64-readonly", "list"] + (["bf16", "bf16-strided"] if BF16 is not None else [])
+# ("u2": raw bfloat16 bits are for checkpoints only; a user's uint16 array is refused.)
+INVALID_TABLE_KINDS = ["i64", "i32", "u8", "u2", "bool", "c128", "object", "str", "str-list",
                        "longdouble"]
 TABLE_SHAPE_FAULTS = ["1d", "3d", "h0", "h+1"]
 
@@ -149,14 +193,15 @@ def _table_kind(draw):
     return kind, fault
 
 
-def _make_table(draw, rows: int, hidden: int, kind: str, fault):
-    """(value passed to the API, float64 values it stands for or None, errors, dtype)."""
+def _make_table(draw, rows: int, hidden: int, kind: str, fault, finite: bool = False):
+    """(value passed to the API, float64 values it stands for or None, errors,
+    the dtype it is stored in: "float64", "float32", "float16", "bfloat16" or None)."""
     h = hidden
     if fault == "h0":
         h = 0
     elif fault == "h+1":
         h = hidden + 1
-    vals = _floats(draw, rows * h).reshape(rows, h)
+    vals = _floats(draw, rows * h, finite=finite).reshape(rows, h)
     errors: set[type] = set()
     norm = None
     if kind == "f64":
@@ -172,6 +217,10 @@ def _make_table(draw, rows: int, hidden: int, kind: str, fault):
         value = vals.astype(">f4")
     elif kind == "f32-strided":
         value = np.repeat(vals.astype(F32), 2, axis=1)[:, ::2]
+    elif kind == "bf16":
+        value = vals.astype(BF16)
+    elif kind == "bf16-strided":
+        value = np.repeat(vals.astype(BF16), 2, axis=1)[:, ::2]
     elif kind == "f64-fortran":
         value = np.asfortranarray(vals)
     elif kind == "f64-readonly":
@@ -179,8 +228,9 @@ def _make_table(draw, rows: int, hidden: int, kind: str, fault):
         value.flags.writeable = False
     elif kind == "list":
         value = vals.tolist()
-    elif kind in ("i64", "i32", "u8"):
-        value = np.zeros((rows, h), {"i64": np.int64, "i32": np.int32, "u8": np.uint8}[kind])
+    elif kind in ("i64", "i32", "u8", "u2"):
+        value = np.zeros((rows, h), {"i64": np.int64, "i32": np.int32, "u8": np.uint8,
+                                     "u2": np.uint16}[kind])
     elif kind == "bool":
         value = np.ones((rows, h), bool)
     elif kind == "c128":
@@ -205,7 +255,7 @@ def _make_table(draw, rows: int, hidden: int, kind: str, fault):
     # Oracle: dtype rule first, then shape.
     if isinstance(value, np.ndarray):
         dt = value.dtype
-        dtype_ok = dt.kind == "f" and dt.itemsize in (2, 4, 8)
+        dtype_ok = (dt.kind == "f" and dt.itemsize in (2, 4, 8)) or (BF16 is not None and dt == BF16)
         arr_shape = value.shape
     else:
         try:
@@ -218,11 +268,26 @@ def _make_table(draw, rows: int, hidden: int, kind: str, fault):
     elif len(arr_shape) != 2 or arr_shape[1] == 0:
         errors.add(ValueError)
     if dtype_ok:
-        dtype = F32 if dt.itemsize <= 4 else F64
+        store = "bfloat16" if dt.kind == "V" else f"float{8 * dt.itemsize}"
         norm = np.asarray(value).astype(np.float64) if len(arr_shape) == 2 else None
     else:
-        dtype = None
-    return value, norm, errors, dtype
+        store = None
+    return value, norm, errors, store
+
+
+#: The layer's ``table_dtype``: (value, the dtype the token table is then
+#: stored in). Mostly None (tables kept). "bfloat16" works without ml_dtypes
+#: too (the layer then keeps raw bits).
+VALID_TABLE_DTYPES = [(None, None)] * 6 + [
+    ("float32", "float32"), ("float64", "float64"), ("float16", "float16"),
+    ("bfloat16", "bfloat16"), ("int8", "int8"), (np.float16, "float16"),
+    (np.dtype(np.int8), "int8"), (np.dtype(np.float64), "float64"),
+] + ([(BF16.type, "bfloat16")] if BF16 is not None else [])
+#: Wrong ones and their error: not a dtype at all is a TypeError, a dtype or
+#: name outside the list a ValueError.
+TABLE_DTYPE_FAULTS = [("int4", ValueError), ("float", ValueError), ("", ValueError),
+                      ("Float32", ValueError), (np.int32, ValueError),
+                      (np.dtype(np.complex64), ValueError), (3, TypeError), (object(), TypeError)]
 
 
 # ------------------------------------------------------------------ ids
@@ -308,24 +373,34 @@ class Case:
         self.arrays: list[np.ndarray] = []  # inputs that must not change
 
 
-def _check_result(case, got, ref, rdtype, fp32, ln):
-    """``got`` equals ``ref``: exactly for float64 sums, else within a derived bound.
+def _check_kind(got, rdtype, shape) -> None:
+    assert isinstance(got, np.ndarray), f"the result is a {type(got).__name__}, not an array"
+    assert got.dtype == rdtype, f"result dtype differs: {got.dtype}, expected {rdtype}"
+    assert got.shape == shape, f"result shape differs: {got.shape}, expected {shape}"
 
-    ``fp32``: the kernel computes in float32 (all tables and the result are
-    float32), as documented; the bound is then a few float32 ulps of the
-    magnitudes involved. LayerNorm amplifies rounding by ``rstd * |w|``.
+
+def _check_result(case, got, ref, rdtype, fp32, ln):
+    """``got`` equals ``ref``: exactly for float32/float64 sums computed in
+    float64, else within a derived bound.
+
+    ``fp32``: the kernel computes in float32 (neither a table nor the result is
+    float64), as documented; the bound is then a few float32 ulps of the
+    magnitudes involved (``case.conv_mag``: the magnitude of an int8 token
+    value's own float32 rounding, ``q * scale + offset``, fused or not).
+    LayerNorm amplifies rounding by ``rstd * |w|``. float16 and bfloat16
+    results are rounded once more (through float32 when computed in float64).
     """
-    assert isinstance(got, np.ndarray), type(got)
-    assert got.dtype == rdtype, (got.dtype, rdtype)
-    assert got.shape == ref.shape, (got.shape, ref.shape)
+    _check_kind(got, rdtype, ref.shape)
     if got.size == 0:
         return
+    narrow = NARROW.get(rdtype)
+    got64, ref64 = got.astype(np.float64), ref.astype(np.float64)
     mag = np.where(np.isfinite(case.abs_ref), case.abs_ref, 0.0)  # |t| + |p| + |g|
     if ln is None:
-        if not fp32 and rdtype != F16:
+        if not fp32 and narrow is None:
             np.testing.assert_array_equal(got, ref)
             return
-        tol = 2 * EPS32 * mag if fp32 else np.zeros_like(mag)
+        tol = EPS32 * (2 * mag + case.conv_mag) if fp32 else np.zeros_like(mag)
     else:
         w, b = ln
         hdim = mag.shape[-1]
@@ -334,27 +409,44 @@ def _check_result(case, got, ref, rdtype, fp32, ln):
             rowmax = np.max(mag, axis=-1, keepdims=True)
             rstd = 1.0 / np.sqrt(np.var(case.raw_sum, axis=-1, keepdims=True) + case.eps)
             tol = 16 * unit * (rowmax * (hdim + 2) * rstd * np.abs(w) + (0.0 if b is None else np.abs(b)))
-            if rdtype in (F32, F16):
-                tol = tol + 4 * EPS32 * np.abs(ref)
-    if rdtype == F16:  # rounded once more, to float16 (through float32 when wide)
-        tol = tol + EPS16 * np.abs(ref.astype(np.float64)) + 2.0**-24
+            if rdtype != F64:
+                tol = tol + 4 * EPS32 * np.abs(ref64)
+    if narrow is not None:  # rounded once more, to 16 bits (through float32 when wide)
+        tol = tol + narrow[0] * np.abs(ref64) + narrow[1]
     with np.errstate(all="ignore"):
         tol = np.where(np.isfinite(tol), tol, 0.0)
-    gf, rf = np.isfinite(got), np.isfinite(ref)
+    gf, rf = np.isfinite(got64), np.isfinite(ref64)
     np.testing.assert_array_equal(gf, rf, err_msg="finite/non-finite pattern differs")
-    np.testing.assert_array_equal(got[~rf], ref[~rf], err_msg="non-finite values differ")
-    diff = np.abs(got[rf].astype(np.float64) - ref[rf].astype(np.float64))
+    np.testing.assert_array_equal(got64[~rf], ref64[~rf], err_msg="non-finite values differ")
+    diff = np.abs(got64[rf] - ref64[rf])
     bad = diff > tol[rf]
     if bad.any():
         k = int(np.argmax(bad))
         raise AssertionError(
             f"result differs from the reference at {int(bad.sum())} places: "
-            f"got {got[rf][k]!r}, expected {ref[rf][k]!r} (tolerance {tol[rf][k]:.3g})"
+            f"got {got64[rf][k]!r}, expected {ref64[rf][k]!r} (tolerance {tol[rf][k]:.3g})"
         )
 
 
-def _call(api, stream, tok_ids, seg_ids, tok, pos, seg, position_ids, ln_w, ln_b, eps,
-          out, dtype, num_threads):
+def _same_bits(arr: np.ndarray, before: np.ndarray) -> bool:
+    """Whether ``arr`` still holds ``before`` (bitwise; also for bfloat16,
+    whose NaN NumPy's comparisons do not treat as floats)."""
+    return arr.shape == before.shape and arr.tobytes() == before.tobytes()
+
+
+#: ``dtype`` arguments: valid ones and faults (TypeError).
+DTYPE_CHOICES = [None, None, None, np.float32, np.float64, "float32", "f8", np.float16] + (
+    [BF16.type, "bfloat16"] if BF16 is not None else [])
+DTYPE_FAULTS = [np.int32, "banana", object, np.complex64] + (
+    ["bfloat16"] if BF16 is None else [BF16.newbyteorder()] if CHECK_SWAPPED_BF16 else [])
+RESULT_DTYPES = (F32, F64, F16) + ((BF16,) if BF16 is not None else ())
+#: ``out`` faults ("f16"/"bf16": an out of that dtype whatever the result's).
+OUT_FAULTS = ["wrong-shape", "wrong-dtype", "swapped", "f16", "readonly", "strided", "list",
+              "overlap"] + (["bf16"] if BF16 is not None else [])
+
+
+def _call(case, api, stream, tok_ids, seg_ids, tok, pos, seg, position_ids, ln_w, ln_b, eps,
+          out, dtype, num_threads, table_dtype):
     saved = getattr(bertembed._api, "STREAM_MIN_BYTES", None)
     if stream and saved is not None:
         bertembed._api.STREAM_MIN_BYTES = 0
@@ -364,7 +456,8 @@ def _call(api, stream, tok_ids, seg_ids, tok, pos, seg, position_ids, ln_w, ln_b
                 tok_ids, seg_ids, tok, pos, seg, position_ids=position_ids, ln_weight=ln_w,
                 ln_bias=ln_b, ln_eps=eps, out=out, dtype=dtype, num_threads=num_threads)
         layer = bertembed.BertEmbeddings(tok, pos, seg, ln_weight=ln_w, ln_bias=ln_b,
-                                         ln_eps=eps, dtype=dtype)
+                                         ln_eps=eps, dtype=dtype, table_dtype=table_dtype)
+        case.layer = layer
         return layer(tok_ids, seg_ids, position_ids=position_ids, out=out,
                      num_threads=num_threads)
     finally:
@@ -372,26 +465,87 @@ def _call(api, stream, tok_ids, seg_ids, tok, pos, seg, position_ids, ln_w, ln_b
             bertembed._api.STREAM_MIN_BYTES = saved
 
 
-def run_case(draw) -> str:
-    """Draw one case, run it, check it against the oracle. Returns the outcome."""
+def _stored_tables(case, td, orig_tok, stores):
+    """The tables a layer built with ``table_dtype=td`` stores, as float64
+    values, after checking that each is stored as predicted; for int8 also
+    the magnitude of each token value's terms (``|q| * scale + |offset|``)."""
+    t = case.layer._tables
+    tabs = (t.tok, t.pos, t.seg)
+    kinds = tuple(None if x is None else x.dtype_name for x in tabs)
+    assert kinds == stores, f"tables stored as {kinds}, expected {stores}"
+    assert case.layer.table_dtype == stores[0], case.layer.table_dtype
+    values = [None if x is None else values64(x.data, x.scale) for x in tabs]
+    tok_mag = None
+    if td == "int8":
+        q, qs = t.tok.data, t.tok.scale.astype(np.float64)
+        assert q.dtype == np.int8 and qs.shape == (q.shape[0], 2), (q.dtype, qs.shape)
+        tok_mag = np.abs(q.astype(np.float64)) * qs[:, :1] + np.abs(qs[:, 1:])
+        # Each value within a step of its row (a wrong quantiser would pass
+        # the comparison with the kernel, which reads what is stored).
+        err = np.abs(values[0] - orig_tok)
+        bound = 1.01 * qs[:, :1] + 4 * EPS32 * (np.abs(orig_tok) + np.abs(qs[:, 1:]))
+        assert (err <= bound).all(), "an int8 value is more than a step off its row's value"
+    return values, tok_mag
+
+
+def run_case(draw, force: dict | None = None) -> str:
+    """Draw one case, run it, check it against the oracle. Returns the outcome
+    ("ok" or the exception type's name).
+
+    `force` fixes some decisions (for tests of the oracle itself): ``"api"``
+    ("function" or "layer"), ``"table_dtype"`` (a name from
+    :data:`VALID_TABLE_DTYPES`, layers only) and ``"dtype"`` (the ``dtype``
+    argument).
+    """
+    outcome, tags = _run_case(draw, force or {})
+    OUTCOMES[outcome] += 1
+    if outcome == "ok":
+        FEATURES.update(tags)
+    return outcome
+
+
+def _run_case(draw, force: dict) -> tuple[str, list[str]]:
     case = Case()
-    api = draw.pick(["function", "layer"])
+    api = force["api"] if "api" in force else draw.pick(["function", "layer"])
     hidden = draw.int(1, 6)
     vocab = draw.int(0, 24)
     npos = draw.int(0, 10)
     nseg = _choose(draw, [None, 1, 2, 2, 3], [0])
 
-    tok, tok_n, e, tok_dt = _make_table(draw, vocab, hidden, *_table_kind(draw))
+    # The layer's table_dtype: td is the dtype it names (None: keep the tables).
+    td_value = td = None
+    if api == "layer":
+        if "table_dtype" in force:
+            td_value = td = force["table_dtype"]
+        else:
+            td_value, td = _choose(draw, VALID_TABLE_DTYPES, TABLE_DTYPE_FAULTS)
+        if isinstance(td, type):  # a wrong value: the error it must give
+            case.errors.add(td)
+            td = None
+    # Quantising NaN/inf is an error: int8 token tables draw them one time in FAULT_ODDS.
+    finite = td == "int8" and _choose(draw, [True], [False])
+
+    tok, tok_n, e, tok_store = _make_table(draw, vocab, hidden, *_table_kind(draw), finite=finite)
     case.errors |= e
-    pos, pos_n, e, pos_dt = _make_table(draw, npos, hidden, *_table_kind(draw))
+    pos, pos_n, e, pos_store = _make_table(draw, npos, hidden, *_table_kind(draw))
     case.errors |= e
-    seg = seg_n = seg_dt = None
+    seg = seg_n = seg_store = None
     if nseg is not None:
-        seg, seg_n, e, seg_dt = _make_table(draw, nseg, hidden, *_table_kind(draw))
+        seg, seg_n, e, seg_store = _make_table(draw, nseg, hidden, *_table_kind(draw))
         case.errors |= e
     widths = {t.shape[1] for t in (tok_n, pos_n, seg_n) if t is not None}
     if len(widths) > 1:
         case.errors.add(ValueError)
+    # How the (token, position, segment) tables are stored: a float table_dtype
+    # converts them all, "int8" only the token table.
+    if td is None:
+        stores = (tok_store, pos_store, seg_store)
+    elif td == "int8":
+        stores = (td, pos_store, seg_store)
+        if tok_n is not None and not np.isfinite(tok_n).all():
+            case.errors.add(ValueError)
+    else:
+        stores = (td, td, None if seg is None else td)
     # H as the token table has it (a shape fault may have changed it).
     hid = tok_n.shape[1] if tok_n is not None else hidden
 
@@ -434,13 +588,18 @@ def run_case(draw) -> str:
         case.eps = float(eps_choice)
 
     # Result dtype.
-    dtype_choice = _choose(draw, [None, None, None, np.float32, np.float64, "float32", "f8", np.float16],
-                           [np.int32, "banana", object, np.complex64])
-    try:
-        dt_param = None if dtype_choice is None else np.dtype(dtype_choice)
-    except TypeError:
-        dt_param = "invalid"
-    if dt_param == "invalid" or (dt_param is not None and dt_param not in (F32, F64, F16)):
+    if "dtype" in force:
+        dtype_choice = force["dtype"]
+    else:
+        dtype_choice = _choose(draw, DTYPE_CHOICES, DTYPE_FAULTS)
+    if isinstance(dtype_choice, str) and dtype_choice == "bfloat16":
+        dt_param = BF16 if BF16 is not None else "invalid"  # (needs ml_dtypes)
+    else:
+        try:
+            dt_param = None if dtype_choice is None else np.dtype(dtype_choice)
+        except TypeError:
+            dt_param = "invalid"
+    if isinstance(dt_param, str) or (dt_param is not None and dt_param not in RESULT_DTYPES):
         case.errors.add(TypeError)
         dt_param = F64
 
@@ -492,18 +651,18 @@ def run_case(draw) -> str:
         case.errors.add(ValueError)
 
     # The result dtype the call should produce.
-    out_mode = _choose(draw, ["none", "none", "good"],
-                       ["wrong-shape", "wrong-dtype", "swapped", "f16", "readonly", "strided",
-                        "list", "overlap"])
+    out_mode = _choose(draw, ["none", "none", "good"], OUT_FAULTS)
     rshape = (*tok_eff.shape, hid) if tok_eff.ndim in (1, 2) else (1, 1, hid)
-    if api == "layer":
-        rdtype = dt_param if dt_param is not None else (tok_dt or F64)
+    if api == "layer":  # default: float64 for a float64 token table, else float32
+        rdtype = dt_param if dt_param is not None else (F32 if stores[0] not in (None, "float64") else F64)
     elif dt_param is not None:
         rdtype = dt_param
     elif out_mode in ("good", "readonly", "strided", "wrong-shape", "overlap"):
-        rdtype = draw.pick([F32, F64, F16])  # taken from out
+        rdtype = draw.pick(list(RESULT_DTYPES))  # taken from out
     elif out_mode == "f16":
         rdtype = F16  # taken from out
+    elif out_mode == "bf16":
+        rdtype = BF16
     else:
         rdtype = F64
     out = None
@@ -515,11 +674,12 @@ def run_case(draw) -> str:
                 F32 if rdtype == F64 else F64)
             case.errors.add(TypeError)
         elif out_mode == "swapped":
-            odt = rdtype.newbyteorder()
+            swap_ok = CHECK_SWAPPED_BF16 or BF16 is None or rdtype != BF16
+            odt = rdtype.newbyteorder() if swap_ok else F16.newbyteorder()
             case.errors.add(TypeError)
-        elif out_mode == "f16":
-            odt = F16
-            if rdtype != F16:
+        elif out_mode in ("f16", "bf16"):
+            odt = F16 if out_mode == "f16" else BF16
+            if rdtype != odt:
                 case.errors.add(TypeError)
         elif out_mode == "wrong-shape":
             oshape = (*rshape[:-1], hid + 1)
@@ -576,16 +736,17 @@ def run_case(draw) -> str:
 
     # Run it.
     outcome = "ok"
+    tags: list[str] = []
     try:
-        got = _call(api, stream, tok_ids, seg_ids, tok, pos, seg, position_ids, ln_w, ln_b,
-                    eps_choice, out, dtype_choice, num_threads)
+        got = _call(case, api, stream, tok_ids, seg_ids, tok, pos, seg, position_ids, ln_w, ln_b,
+                    eps_choice, out, dtype_choice, num_threads, td_value)
     except (TypeError, ValueError, IndexError) as exc:
         if type(exc) not in case.errors:
             raise AssertionError(
                 f"unexpected {type(exc).__name__}: {exc}; expected one of "
                 f"{sorted(t.__name__ for t in case.errors) or 'success'}") from exc
         if isinstance(out, np.ndarray):
-            np.testing.assert_array_equal(out, case.out_before, err_msg="out modified on error")
+            assert _same_bits(out, case.out_before), "out modified on error"
         outcome = type(exc).__name__
     else:
         if case.errors:
@@ -593,29 +754,39 @@ def run_case(draw) -> str:
                 f"call succeeded, expected one of {sorted(t.__name__ for t in case.errors)}")
         if out is not None:
             assert got is out, "the result is not `out`"
-        ln_ref = ln
+        tok_mag = None
+        if td is not None:  # the reference reads what the layer stores
+            (tok_n, pos_n, seg_n), tok_mag = _stored_tables(case, td, tok_n, stores)
+        # The kernel computes in float64 when a table or the result is float64.
+        fp32 = rdtype != F64 and "float64" not in stores
+        tags = [f"api={api}", f"result={rdtype.name}",
+                "float32 arithmetic" if fp32 else "float64 arithmetic"]
+        tags += [f"{name} table stored" for name in sorted(set(stores) - {None})]
+        tags += ["layernorm"] if ln is not None else []
+        tags += [f"layer table_dtype={td}"] if api == "layer" else []
         if n == 0:  # nothing to look up (reference() asserts on a 0-row table)
-            assert isinstance(got, np.ndarray) and got.dtype == rdtype, got
-            assert got.shape == rshape, (got.shape, rshape)
-            return outcome
+            _check_kind(got, rdtype, rshape)
+            return outcome, ["empty"]
         ref = reference(tok_eff, seg_eff, tok_n, pos_n, seg_n, position_ids=pos_eff,
                         ln_weight=None if ln is None else ln[0],
                         ln_bias=None if ln is None else ln[1], ln_eps=case.eps, dtype=rdtype)
-        kernel_pos = pos_dt if (seg_dt is None or seg_dt == pos_dt) else F64
-        fp32 = rdtype in (F32, F16) and tok_dt == F32 and kernel_pos == F32
         with np.errstate(all="ignore"):
             case.raw_sum = reference(tok_eff, seg_eff, tok_n, pos_n, seg_n,
                                      position_ids=pos_eff)
-            case.abs_ref = reference(tok_eff, seg_eff, np.abs(tok_n), np.abs(pos_n),
+            tok_abs = np.abs(tok_n) if tok_mag is None else tok_mag
+            case.abs_ref = reference(tok_eff, seg_eff, tok_abs, np.abs(pos_n),
                                      None if seg_n is None else np.abs(seg_n),
                                      position_ids=pos_eff)
-            _check_result(case, got, ref, rdtype, fp32, ln_ref)
+            case.conv_mag = 0.0
+            if fp32 and tok_mag is not None:  # int8: q * scale + offset rounded in float32
+                case.conv_mag = tok_mag[np.asarray(tok_eff, np.int64)]
+            _check_result(case, got, ref, rdtype, fp32, ln)
     for arr, before in case.arrays:
         if arr.dtype.kind == "O":  # NaN != NaN inside object arrays
             assert repr(arr.tolist()) == repr(before.tolist()), "an input array was modified"
         else:
-            np.testing.assert_array_equal(arr, before, err_msg="an input array was modified")
-    return outcome
+            assert _same_bits(arr, before), "an input array was modified"
+    return outcome, tags
 
 
 # ------------------------------------------------------------------ drivers
@@ -647,11 +818,25 @@ def hypothesis_main(argv: list[str]) -> None:
 
     budget = _max_total_time(argv)
     end = time.monotonic() + budget
-    rounds = 0
     while time.monotonic() < end:
         fuzz()
-        rounds += 1
-    print(f"fuzz_embed (hypothesis fallback): {rounds * 500} cases in {budget:.0f} s, no failure")
+    print(f"fuzz_embed (hypothesis fallback): {budget:.0f} s, no failure")
+    print_stats()
+
+
+def print_stats(file=None) -> None:
+    """How many cases ran, their outcomes, and what the successful ones exercised."""
+    total = sum(OUTCOMES.values())
+    if not total:
+        return
+    out = file or sys.stdout
+    print(f"fuzz_embed: {total} cases", file=out)
+    for name, k in OUTCOMES.most_common():
+        print(f"  {name:<12} {k:>8}  {100.0 * k / total:5.1f}%", file=out)
+    ok = OUTCOMES["ok"]
+    print(f"  successful calls ({ok}), by what they exercised:", file=out)
+    for name, k in sorted(FEATURES.items()):
+        print(f"    {name:<26} {k:>8}", file=out)
 
 
 def _gcc_asan_preloaded() -> bool:
@@ -674,6 +859,7 @@ def main(argv: list[str]) -> None:
     if use_hypothesis:
         hypothesis_main(argv)
         return
+    atexit.register(print_stats, sys.stderr)  # (atheris.Fuzz() ends the process)
     atheris.Setup(argv, TestOneInput)
     atheris.Fuzz()
 

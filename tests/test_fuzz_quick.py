@@ -22,6 +22,20 @@ def test_random_calls_give_the_reference_or_a_clean_error(data):
         run_case(HypothesisDraw(data))
 
 
+def _expect_rejection(force=None):
+    """Random cases (some decisions fixed by `force`) until the oracle reports one."""
+
+    @settings(max_examples=500, deadline=None, database=None, phases=[Phase.generate],
+              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def fuzz(data):
+        with np.errstate(all="ignore"):
+            run_case(HypothesisDraw(data), force)
+
+    with pytest.raises(AssertionError, match=r"differ|not `out`|Mismatch"):
+        fuzz()
+
+
 def test_the_oracle_rejects_a_wrong_result(monkeypatch):
     """The harness can fail: a kernel returning wrong rows is reported."""
     import bertembed._api as api
@@ -32,13 +46,49 @@ def test_the_oracle_rejects_a_wrong_result(monkeypatch):
         return real(*args, **kwargs) + 1.0
 
     monkeypatch.setattr(api, "embed_ids", off_by_one)
+    _expect_rejection()
 
-    @settings(max_examples=500, deadline=None, database=None, phases=[Phase.generate],
-              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
-    @given(st.data())
-    def fuzz(data):
-        with np.errstate(all="ignore"):
-            run_case(HypothesisDraw(data))
 
-    with pytest.raises(AssertionError, match=r"differ|not `out`|Mismatch"):
-        fuzz()
+def test_the_oracle_rejects_a_wrong_int8_dequantisation(monkeypatch):
+    """The kernel reading int8 rows without their offsets is reported, though
+    the layer keeps (and the oracle reads) the right scales and offsets."""
+    from bertembed import _model
+    from bertembed import _tables as T
+
+    def no_offsets(tables):
+        if tables.tok.kind != T.I8:
+            return tables
+        scale = tables.tok.scale.copy()
+        scale[:, 1] = 0.0
+        return tables._replace(tok=tables.tok._replace(scale=scale))
+
+    real_init, real_embed = _model.BertEmbeddings._init, _model.embed_ids
+
+    def init(self, tables, *args):
+        real_init(self, no_offsets(tables), *args)  # the kernel's plan (the common call)
+        self._tables = tables
+
+    def embed(tables, *args, **kwargs):  # the checked path
+        return real_embed(no_offsets(tables), *args, **kwargs)
+
+    monkeypatch.setattr(_model.BertEmbeddings, "_init", init)
+    monkeypatch.setattr(_model, "embed_ids", embed)
+    _expect_rejection({"api": "layer", "table_dtype": "int8"})
+
+
+def test_the_oracle_rejects_float16_bits_in_a_bfloat16_result(monkeypatch):
+    """A kernel writing float16 bits into a bfloat16 result is reported."""
+    pytest.importorskip("ml_dtypes")
+    import bertembed._api as api
+
+    real = api.embed_ids
+
+    def float16_bits(*args, **kwargs):
+        result = real(*args, **kwargs)
+        if result.dtype.name == "bfloat16":
+            bits = result.astype(np.float32).astype(np.float16).view(np.uint16)
+            result.view(np.uint16)[...] = bits
+        return result
+
+    monkeypatch.setattr(api, "embed_ids", float16_bits)
+    _expect_rejection({"api": "function", "dtype": "bfloat16"})
