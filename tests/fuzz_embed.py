@@ -278,7 +278,7 @@ def _make_table(draw, rows: int, hidden: int, kind: str, fault, finite: bool = F
 #: The layer's ``table_dtype``: (value, the dtype the token table is then
 #: stored in). Mostly None (tables kept). "bfloat16" works without ml_dtypes
 #: too (the layer then keeps raw bits).
-VALID_TABLE_DTYPES = [(None, None)] * 6 + [
+VALID_TABLE_DTYPES = [(None, None)] * 9 + [
     ("float32", "float32"), ("float64", "float64"), ("float16", "float16"),
     ("bfloat16", "bfloat16"), ("int8", "int8"), (np.float16, "float16"),
     (np.dtype(np.int8), "int8"), (np.dtype(np.float64), "float64"),
