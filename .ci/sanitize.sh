@@ -169,7 +169,7 @@ if [[ "$FUZZ_SECONDS" != "0" ]]; then
         > "$WORK/fuzz.log" 2>&1
     status=$?
     set -e
-    grep -v '^INFO: Instrumenting' "$WORK/fuzz.log" | tail -25
+    grep -v '^INFO: Instrumenting' "$WORK/fuzz.log" | tail -40
     check_logs "the fuzz target"
     if [[ $status -ne 0 ]]; then
         echo "sanitize: the fuzz target failed (exit $status); log: $WORK/fuzz.log" >&2
