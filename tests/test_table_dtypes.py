@@ -123,6 +123,28 @@ def test_uint16_and_int8_arrays_are_not_tables(rng):
             bert_embeddings([[1]], None, bad, pos, seg)
 
 
+def test_byte_swapped_bfloat16_results_are_refused_and_tables_are_read(rng):
+    """A big-endian bfloat16 result would be written in native order and read
+    back as other values: refused like a byte-swapped float16 one. A
+    byte-swapped bfloat16 table is read as NumPy reads it."""
+    swapped = BF16.newbyteorder()
+    tok, pos, seg = _tables(rng, 8, (BF16,) * 3)
+    ids = rng.integers(0, 40, (2, 5))
+    with pytest.raises(TypeError, match=r"^dtype must be float32, float64, float16 or bfloat16, got >V2$"):
+        bert_embeddings(ids, None, tok, pos, seg, dtype=swapped)
+    with pytest.raises(TypeError, match=r"^dtype must be float32, float64, float16 or bfloat16, got >V2$"):
+        BertEmbeddings(tok, pos, seg, dtype=swapped)
+    with pytest.raises(TypeError, match=r"^out has dtype >V2, expected float64$"):  # as for >f2
+        bert_embeddings(ids, None, tok, pos, seg, out=np.zeros((2, 5, 8), swapped))
+    layer = BertEmbeddings(tok, pos, seg, dtype=BF16)
+    out = np.zeros((2, 5, 8), swapped)
+    with pytest.raises(TypeError, match=r"^out has dtype >V2, expected bfloat16$"):
+        layer(ids, out=out)
+    assert (out.astype(np.float64) == 0).all()
+    got = bert_embeddings(ids, None, tok.astype(swapped), pos, seg, dtype=np.float64)
+    np.testing.assert_array_equal(got, twin(ids, values64(tok), pos=values64(pos), seg=values64(seg)))
+
+
 # --------------------------------------------------- the conversions themselves
 
 CONVERSIONS = textwrap.dedent(

@@ -50,8 +50,10 @@ class Table(NamedTuple):
 
 
 def is_bfloat16(dtype: np.dtype) -> bool:
-    """Whether `dtype` is ml_dtypes' bfloat16 (checked without importing it)."""
-    return dtype.name == "bfloat16" and dtype.itemsize == 2
+    """Whether `dtype` is ml_dtypes' bfloat16 in native byte order (checked
+    without importing it). A byte-swapped bfloat16 is not: the kernel would
+    read or write its bytes the wrong way round."""
+    return dtype.name == "bfloat16" and dtype.itemsize == 2 and dtype.isnative
 
 
 def bfloat16_dtype() -> np.dtype:
@@ -88,7 +90,7 @@ def as_table(name: str, value: Any) -> Table:
             arr = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name} must be a 2-D float array: {exc}") from None
-    kind = kind_of(arr.dtype.newbyteorder("=")) if arr.dtype.kind == "f" else kind_of(arr.dtype)
+    kind = kind_of(arr.dtype if arr.dtype.isnative else arr.dtype.newbyteorder("="))
     if kind is None:
         raise TypeError(
             f"{name} must be a float32, float64, float16 or bfloat16 array, got dtype "
