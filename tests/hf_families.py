@@ -30,6 +30,27 @@ from bertembed._families import EmbeddingSpec, embedding_spec
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers.utils.logging.disable_progress_bar()
 
+#: Tolerances against transformers' modules, per torch dtype of the model.
+ATOL = {torch.float32: 1e-5, torch.float64: 1e-12}
+
+#: DebertaLayerNorm (deberta v1) normalises in float32 even in a float64 model
+#: (``hidden_states.float()``), so transformers' own float64 result carries
+#: float32 rounding; the twin and bertembed normalise in float64.
+FLOAT32_LAYERNORM = {"deberta", "deberta-no-types"}
+
+
+def atol_for(variant: str, dtype: torch.dtype) -> float:
+    """The tolerance for `variant` built with `dtype` (float32's for float32 LayerNorms)."""
+    return ATOL[torch.float32] if variant in FLOAT32_LAYERNORM else ATOL[dtype]
+
+
+def print_measured(measured: Mapping[str, float], title: str) -> None:
+    """The largest differences a test module measured (shown with ``pytest -s``)."""
+    if measured:
+        print(f"\n{title}:")
+        for key in sorted(measured):
+            print(f"  {key:44s} {measured[key]:.3g}")
+
 _BERT = {
     "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
     "intermediate_size": 37, "max_position_embeddings": 40, "type_vocab_size": 3,

@@ -45,25 +45,21 @@ pytest.importorskip("safetensors.numpy")
 
 from family_twin import find_prefix, twin_embeddings, twin_position_ids  # noqa: E402
 from hf_families import (  # noqa: E402
+    ATOL,
     VARIANTS,
+    atol_for,
     batches,
     first_hidden_state,
     load_config,
     load_tensors,
     make_checkpoint,
+    print_measured,
     project,
     reference,
     small_config,
 )
 
 pytestmark = pytest.mark.heavy
-
-ATOL = {torch.float32: 1e-5, torch.float64: 1e-12}
-
-#: DebertaLayerNorm (deberta v1) normalises in float32 even in a float64 model
-#: (``hidden_states.float()``), so transformers' own float64 result carries
-#: float32 rounding; the twin (and bertembed) normalise in float64.
-FLOAT32_LAYERNORM = {"deberta", "deberta-no-types"}
 
 #: Largest differences, printed at the end of the module (pytest -s).
 MEASURED: dict[str, float] = {}
@@ -72,10 +68,7 @@ MEASURED: dict[str, float] = {}
 @pytest.fixture(scope="module", autouse=True)
 def _print_measured():
     yield
-    if MEASURED:
-        print("\nmax abs difference, twin vs transformers:")
-        for key in sorted(MEASURED):
-            print(f"  {key:42s} {MEASURED[key]:.3g}")
+    print_measured(MEASURED, "max abs difference, twin vs transformers")
 
 
 def _saved(directory: Path):
@@ -106,10 +99,7 @@ def test_twin_equals_transformers(variant, dtype, tmp_path):
             assert theirs.dtype == (np.float32 if dtype == torch.float32 else np.float64)
             diff = float(np.max(np.abs(ours - theirs.astype(np.float64))))
             worst = max(worst, diff)
-            atol = ATOL[dtype]
-            if variant in FLOAT32_LAYERNORM:
-                atol = ATOL[torch.float32]
-            np.testing.assert_allclose(ours, theirs, rtol=0, atol=atol)
+            np.testing.assert_allclose(ours, theirs, rtol=0, atol=atol_for(variant, dtype))
     MEASURED[f"{variant} {str(dtype).removeprefix('torch.')}"] = worst
 
 
@@ -141,7 +131,7 @@ def test_explicit_position_ids(variant, tmp_path):
         positions = rng.integers(0, rows, ids.shape)
         theirs = reference(model, ids, types, mask, position_ids=positions)
         ours = twin_embeddings(spec, tensors, ids, types, position_ids=positions, attention_mask=mask)
-        atol = ATOL[torch.float32] if variant in FLOAT32_LAYERNORM else ATOL[torch.float64]
+        atol = atol_for(variant, torch.float64)
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=atol)
 
 

@@ -25,14 +25,18 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("safetensors.numpy")
 
-from hf_families import VARIANTS, batches, load_config, make_checkpoint, reference  # noqa: E402
+from hf_families import (  # noqa: E402
+    ATOL,
+    VARIANTS,
+    atol_for,
+    batches,
+    load_config,
+    make_checkpoint,
+    print_measured,
+    reference,
+)
 
 pytestmark = pytest.mark.heavy
-
-ATOL = {torch.float32: 1e-5, torch.float64: 1e-12}
-#: DeBERTa v1 normalises in float32 even in a float64 model (``DebertaLayerNorm``
-#: calls ``.float()``): transformers' own float64 result carries float32 rounding.
-FLOAT32_LAYERNORM = {"deberta", "deberta-no-types"}
 
 MEASURED: dict[str, float] = {}
 
@@ -40,10 +44,7 @@ MEASURED: dict[str, float] = {}
 @pytest.fixture(scope="module", autouse=True)
 def _print_measured():
     yield
-    if MEASURED:
-        print("\nmax abs difference, bertembed vs transformers' embedding module:")
-        for key in sorted(MEASURED):
-            print(f"  {key:44s} {MEASURED[key]:.3g}")
+    print_measured(MEASURED, "max abs difference, bertembed vs transformers' embedding module")
 
 
 def _compare(layer, model, config, *, atol, key, rng=None):
@@ -74,8 +75,7 @@ def test_layer_equals_transformers(variant, dtype, tmp_path):
     assert layer.model_type == model_type
     want = np.float32 if dtype == torch.float32 else np.float64
     assert layer.dtype == want and layer.table_dtype == np.dtype(want).name
-    atol = ATOL[torch.float32] if variant in FLOAT32_LAYERNORM else ATOL[dtype]
-    _compare(layer, model, config, atol=atol, key=f"{variant} {np.dtype(want).name}")
+    _compare(layer, model, config, atol=atol_for(variant, dtype), key=f"{variant} {np.dtype(want).name}")
     if dtype == torch.float32:  # float64 results from the same float32 tables
         wide = BertEmbeddings.from_pretrained(tmp_path, dtype=np.float64)
         _compare(wide, model, config, atol=ATOL[torch.float32], key=f"{variant} float32->float64")
