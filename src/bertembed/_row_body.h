@@ -1,6 +1,6 @@
 /* Body of the row kernel, included once per instruction set by _rows.h with
- * BE_LEVEL (0 baseline, 1 AVX2+FMA+F16C, 2 AVX-512), BE_SUFFIX, BE_ATTR,
- * BE_VD and BE_VF defined. Every function here is static and carries the
+ * BE_LEVEL (0 baseline, 1 AVX2+FMA+F16C, 2 AVX-512), BE_ARM (1: aarch64
+ * NEON, with BE_LEVEL 0), BE_SUFFIX, BE_ATTR, BE_VD and BE_VF defined. Every function here is static and carries the
  * set's target attribute, so the compiler vectorises it for that set and
  * inlines it into the row function. */
 
@@ -19,6 +19,9 @@ static BE_ATTR inline const float *BE_FN(load32)(int kind, const char *row, cons
 #if BE_LEVEL >= 1
         for (; i + 8 <= H; i += 8)
             _mm256_storeu_ps(buf + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+#endif
+#if BE_ARM
+        i = be_neon_h2f(h, buf, H);
 #endif
         for (; i < H; i++) buf[i] = be_h2f(h[i]);
     } else if (kind == BE_BF16) {
@@ -102,7 +105,7 @@ static BE_ATTR inline void BE_FN(ln32)(const float *x, Py_ssize_t H, const float
                                        double eps, float *o) {
     double k = x[0], d, s1 = 0.0, s2 = 0.0;
     Py_ssize_t i = 0;
-    /* (AVX-512 rows never come here: they take sumln32.) */
+    /* (AVX-512 and NEON rows never come here: they take sumln32.) */
 #if BE_LEVEL == 1
     {
         const __m256d vk = _mm256_set1_pd(k);
@@ -257,6 +260,18 @@ static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, co
 }
 #endif
 
+#if BE_ARM
+/* The NEON counterpart of the AVX-512 sumln32 (same arguments, same
+   arithmetic): the rows summed into buf with the statistics, then o. */
+static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, const float *qs, int n,
+                                   float *buf, Py_ssize_t H, const float *w, const float *b, double eps,
+                                   float *o) {
+    double k, s1, s2;
+    be_neon_sumstats(rows, kinds, qs, n, buf, H, &k, &s1, &s2);
+    BE_FN(ln_finish32)(buf, H, k, s1, s2, w, b, eps, o);
+}
+#endif
+
 static BE_ATTR inline void BE_FN(ln64)(const double *x, Py_ssize_t H, const double *w,
                                        const double *b, double eps, double *o) {
     double mean, var, rstd;
@@ -285,6 +300,9 @@ static BE_ATTR inline void BE_FN(store32)(int kind, const float *x, char *dst, P
         for (; i + 8 <= H; i += 8)
             _mm_storeu_si128((__m128i *)(h + i),
                              _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+#if BE_ARM
+        i = be_neon_f2h(x, h, H);
 #endif
         for (; i < H; i++) h[i] = be_f2h(x[i]);
     } else {
@@ -330,7 +348,7 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
     if (s + BE_PREFETCH_AHEAD < S)
         be_prefetch_row(j->tok + be_id(j->tok_ids, j->id64, r + BE_PREFETCH_AHEAD) * j->tok_row_bytes,
                         (size_t)j->tok_row_bytes);
-#if BE_LEVEL >= 2
+#if BE_LEVEL >= 2 || BE_ARM
     if (!j->wide && j->ln) {
         float *sum = (float *)scratch + 8 * slot;
         float *res = j->out_kind == BE_F32 ? (float *)fin : sum;
@@ -358,7 +376,7 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
             id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : (m->arange ? m->offset + s : 0);
             src[n++] = BE_FN(load32)(m->kind, m->data + id * m->row_bytes, NULL, H, f + (1 + k) * fs);
         }
-        if (j->ln) {  /* (AVX-512 takes the fused path above) */
+        if (j->ln) {  /* (AVX-512 and NEON take the fused path above) */
             float *sum = f + 4 * fs;
             float *res = j->out_kind == BE_F32 ? (float *)fin : sum;
             if (n > 1) BE_FN(sum32)(src, n, sum, H);

@@ -11,7 +11,9 @@
  *
  * On x86-64 with GCC or clang the row body is compiled three times (AVX-512,
  * AVX2 + FMA + F16C, baseline) and be_rows_init() picks the best the CPU
- * runs. Elsewhere (MSVC, arm64) only the portable body exists.
+ * runs. On aarch64 with GCC or clang it is compiled twice (NEON, see
+ * _neon.h, and portable) and NEON is used unless BERTEMBED_ISA=baseline.
+ * Elsewhere (MSVC) only the portable body exists.
  */
 #ifndef BERTEMBED_ROWS_H
 #define BERTEMBED_ROWS_H
@@ -35,6 +37,12 @@
 #define BE_MULTIVERSION 1
 #else
 #define BE_MULTIVERSION 0
+#endif
+
+#if defined(__aarch64__) && defined(__ARM_NEON) && (defined(__GNUC__) || defined(__clang__))
+#define BE_NEON 1
+#else
+#define BE_NEON 0
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -155,6 +163,10 @@ typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 #define BE_CAT(a, b) BE_CAT2(a, b)
 #define BE_FN(name) BE_CAT(name, BE_SUFFIX)
 
+#ifndef BE_ARM
+#define BE_ARM 0 /* 1 while the body is compiled with NEON (_neon.h) */
+#endif
+
 #define BE_LEVEL 0
 #define BE_SUFFIX base
 #define BE_ATTR
@@ -183,6 +195,21 @@ typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 #include "_row_body.h"
 #endif
 
+#if BE_NEON
+#include "_neon.h"
+#undef BE_ARM
+#define BE_ARM 1
+#define BE_LEVEL 0
+#define BE_SUFFIX neon
+#define BE_ATTR
+#include "_row_body.h"
+#undef BE_LEVEL
+#undef BE_SUFFIX
+#undef BE_ATTR
+#undef BE_ARM
+#define BE_ARM 0
+#endif
+
 static be_row_fn be_row = be_row_base;
 static const char *be_isa = "baseline";
 
@@ -204,6 +231,14 @@ static void be_rows_init(const char *cap) {
     } else {
         be_row = be_row_base;
         be_isa = "baseline";
+    }
+#elif BE_NEON
+    if (cap && strcmp(cap, "baseline") == 0) {
+        be_row = be_row_base;
+        be_isa = "baseline";
+    } else {
+        be_row = be_row_neon;
+        be_isa = "neon";
     }
 #else
     (void)cap;
