@@ -20,6 +20,12 @@
 #include <arm_neon.h>
 
 #define BE_NEON_INLINE static inline __attribute__((always_inline))
+/* Two iterations per loop test (fewer instructions per value). */
+#if defined(__clang__)
+#define BE_NEON_UNROLL2 _Pragma("clang loop unroll_count(2)")
+#else
+#define BE_NEON_UNROLL2 _Pragma("GCC unroll 2")
+#endif
 
 /* h[0:n] -> f[0:n] for the largest multiple of 8 below n; returns it. */
 static inline Py_ssize_t be_neon_h2f(const uint16_t *h, float *f, Py_ssize_t n) {
@@ -40,6 +46,35 @@ static inline Py_ssize_t be_neon_f2h(const float *f, uint16_t *h, Py_ssize_t n) 
         vst1q_u16(h + i, vreinterpretq_u16_f16(v));
     }
     return i;
+}
+
+/* The end of LayerNorm: o = (x - mean) * rstd * w (+ b) for the largest
+ * multiple of 8 below n (returned), with the same operations as the
+ * portable loop (subtract, multiply, multiply-add). Pointer steps, so that
+ * the compiler pairs the loads and stores (LDP/STP). */
+static inline Py_ssize_t be_neon_ln_apply(const float *x, Py_ssize_t n, float mean, float rstd,
+                                          const float *w, const float *b, float *o) {
+    const float32x4_t vm = vdupq_n_f32(mean), vr = vdupq_n_f32(rstd);
+    const Py_ssize_t m = n & ~(Py_ssize_t)7;
+    const float *const end = x + m;
+    if (b != NULL) {
+        BE_NEON_UNROLL2
+        for (; x < end; x += 8, w += 8, b += 8, o += 8) {
+            float32x4_t x0 = vld1q_f32(x), x1 = vld1q_f32(x + 4);
+            x0 = vfmaq_f32(vld1q_f32(b), vmulq_f32(vsubq_f32(x0, vm), vr), vld1q_f32(w));
+            x1 = vfmaq_f32(vld1q_f32(b + 4), vmulq_f32(vsubq_f32(x1, vm), vr), vld1q_f32(w + 4));
+            vst1q_f32(o, x0);
+            vst1q_f32(o + 4, x1);
+        }
+    } else {
+        BE_NEON_UNROLL2
+        for (; x < end; x += 8, w += 8, o += 8) {
+            float32x4_t x0 = vld1q_f32(x), x1 = vld1q_f32(x + 4);
+            vst1q_f32(o, vmulq_f32(vmulq_f32(vsubq_f32(x0, vm), vr), vld1q_f32(w)));
+            vst1q_f32(o + 4, vmulq_f32(vmulq_f32(vsubq_f32(x1, vm), vr), vld1q_f32(w + 4)));
+        }
+    }
+    return m;
 }
 
 /* Eight values of a row of `kind` from index i, widened to float32. */
@@ -93,6 +128,7 @@ BE_NEON_INLINE void be_neon_sumstats_k(const char *const *rows, const int *kinds
         const float64x2_t vk = vdupq_n_f64(k);
         float64x2_t a0 = vdupq_n_f64(0.0), a1 = a0, a2 = a0, a3 = a0;
         float64x2_t q0 = a0, q1 = a0, q2 = a0, q3 = a0;
+        BE_NEON_UNROLL2
         for (; i + 8 <= H; i += 8) {
             float32x4_t u, v, u1, v1;
             float64x2_t x0, x1, x2, x3;
@@ -154,5 +190,6 @@ static void be_neon_sumstats(const char *const *rows, const int *kinds, const fl
 }
 
 #undef BE_NEON_INLINE
+#undef BE_NEON_UNROLL2
 
 #endif

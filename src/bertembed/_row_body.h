@@ -87,15 +87,18 @@ static BE_ATTR inline void BE_FN(ln_finish32)(const float *x, Py_ssize_t H, doub
                                               const float *w, const float *b, double eps, float *o) {
     double m = s1 / (double)H, d = s2 / (double)H;
     float mean, rstd;
-    Py_ssize_t i;
+    Py_ssize_t i = 0;
     d -= m * m; /* NaN and inf propagate; only a rounding-negative becomes 0 */
     d = d < 0.0 ? 0.0 : d;
     mean = (float)(k + m);
     rstd = (float)(1.0 / sqrt(d + eps));
+#if BE_ARM
+    i = be_neon_ln_apply(x, H, mean, rstd, w, b, o);
+#endif
     if (b != NULL)
-        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i] + b[i];
+        for (; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i] + b[i];
     else
-        for (i = 0; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i];
+        for (; i < H; i++) o[i] = (x[i] - mean) * rstd * w[i];
 }
 
 /* o = LayerNorm(x) * w (+ b), float32 data, statistics in float64. Values
