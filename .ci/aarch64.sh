@@ -120,7 +120,7 @@ fi
 cd /work/src
 echo "== aarch64: pip install (PyPI aarch64 wheels)"
 pip install -q "numpy>=2.0" "cython>=3.1" "setuptools>=77" wheel "pytest>=7" "hypothesis>=6" \
-    "threadpoolctl>=3" "safetensors>=0.4"
+    "threadpoolctl>=3" "safetensors>=0.4" "ml_dtypes>=0.4"
 echo "== aarch64: build"
 PIP_ONLY_BINARY= pip install -q --no-build-isolation --no-deps . 2>&1 | tee /work/build.log
 if grep -i "warning:" /work/build.log; then echo "build warnings (above)"; fi
@@ -136,5 +136,5 @@ cd /work/src
 python -m pytest -p no:cacheprovider -q $PYTEST_ARGS
 EOF
 step "build and test inside the root"
-chroot "$ROOT" /bin/bash /work/run.sh
+chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root TERM=dumb /bin/bash /work/run.sh
 step "passed"
