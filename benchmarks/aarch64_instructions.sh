@@ -14,10 +14,10 @@
 #      deb-src list, the system's apt sources are left alone) and compiles only
 #      the plugin, cached in $AARCH64_PLUGIN_DIR;
 #   3. for each case (B=1 and B=8 at S=128, H=768, token + position + segment,
-#      LayerNorm; float32 tables -> float32 result, float16 tables -> float16
-#      result) and each kernel (BERTEMBED_ISA=baseline, the portable C; the
-#      default, NEON), runs the arm64 Python of the root under qemu-aarch64
-#      twice: one warm-up call, then 1 or 1 + REPS more calls (num_threads=1).
+#      LayerNorm; float32 tables -> float32 result, float16 tables -> float32
+#      result (the default), float16 tables -> float16 result) and each kernel
+#      (BERTEMBED_ISA=baseline, the portable C; the default, NEON), runs the
+#      arm64 Python of the root under qemu-aarch64 twice: one warm-up call, then 1 or 1 + REPS more calls (num_threads=1).
 #      The difference of the two totals over REPS is the count of one call,
 #      the Python shim included; process start-up cancels out.
 #
@@ -49,6 +49,7 @@ plugin="$PLUGDIR/libinsn-$version.so"
 if [[ ! -f "$plugin" ]]; then
     tmp="$(mktemp -d)"
     trap 'rm -rf "$tmp"' EXIT
+    chmod 755 "$tmp" # apt's download user writes there
     mkdir -p "$tmp/lists/partial" "$PLUGDIR"
     printf 'deb-src http://deb.debian.org/debian %s main\n' bookworm bookworm-updates >"$tmp/sources.list"
     printf 'deb-src http://deb.debian.org/debian-security bookworm-security main\n' >>"$tmp/sources.list"
@@ -56,12 +57,10 @@ if [[ ! -f "$plugin" ]]; then
              -o "Dir::State::Lists=$tmp/lists")
     apt-get "${apt_src[@]}" update -qq
     (cd "$tmp" && apt-get "${apt_src[@]}" source --download-only -qq "qemu=$version")
-    orig="$(ls "$tmp"/qemu_*.orig.tar.*)"
-    top="$(tar -tf "$orig" | head -1 | cut -d/ -f1)"
-    tar -C "$tmp" -xf "$orig" "$top/tests/plugin/insn.c" "$top/include/qemu/qemu-plugin.h"
+    tar -C "$tmp" -xf "$tmp"/qemu_*.orig.tar.* --wildcards '*/tests/plugin/insn.c' '*/include/qemu/qemu-plugin.h'
     # shellcheck disable=SC2046
-    gcc -O2 -shared -fPIC -I"$tmp/$top/include/qemu" $(pkg-config --cflags glib-2.0) \
-        "$tmp/$top/tests/plugin/insn.c" -o "$plugin.tmp" $(pkg-config --libs glib-2.0)
+    gcc -O2 -shared -fPIC -I"$(dirname "$tmp"/*/include/qemu/qemu-plugin.h)" $(pkg-config --cflags glib-2.0) \
+        "$tmp"/*/tests/plugin/insn.c -o "$plugin.tmp" $(pkg-config --libs glib-2.0)
     mv "$plugin.tmp" "$plugin"
     rm -rf "$tmp"
     trap - EXIT
@@ -76,40 +75,42 @@ import numpy as np
 import bertembed
 from bertembed import _kernel
 
-B, dtype, calls = int(sys.argv[1]), np.dtype(sys.argv[2]), int(sys.argv[3])
+B, dtype, result, calls = int(sys.argv[1]), np.dtype(sys.argv[2]), np.dtype(sys.argv[3]), int(sys.argv[4])
 S, H, V = 128, 768, 4096
 rng = np.random.default_rng(0)
 tok, pos, seg = (rng.standard_normal((n, H), np.float32).astype(dtype) for n in (V, 512, 2))
 w = rng.uniform(0.5, 2, H).astype(np.float32)
 b = rng.standard_normal(H, np.float32)
-layer = bertembed.BertEmbeddings(tok, pos, seg, ln_weight=w, ln_bias=b)
+layer = bertembed.BertEmbeddings(tok, pos, seg, ln_weight=w, ln_bias=b, dtype=result)
 ids = rng.integers(0, V, (B, S))
 sids = rng.integers(0, 2, (B, S))
 out = None
 for _ in range(1 + calls):
     out = layer(ids, sids, num_threads=1)
-print(_kernel.build_info()["isa"], out.dtype, file=sys.stderr)
+assert out.dtype == result, out.dtype
+print(_kernel.build_info()["isa"], file=sys.stderr)
 PY
 
 pyver="$(cd "$ROOT/work/venv/lib" && ls -d python3.* | head -1)"
-count() { # isa B dtype calls -> total executed instructions
-    local isa=$1 b=$2 dt=$3 calls=$4 log
+count() { # isa B tables result calls -> total executed instructions, isa run
+    local isa=$1 b=$2 dt=$3 rdt=$4 calls=$5 log
     log="$(mktemp)"
     env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 PYTHONHASHSEED=0 BERTEMBED_ISA="$isa" \
         PYTHONPATH="$ROOT/work/venv/lib/$pyver/site-packages" \
         qemu-aarch64 -L "$ROOT" -plugin "$plugin,inline=on" -d plugin -D "$log" \
-        "$ROOT/usr/bin/$pyver" "$ROOT/work/insn_case.py" "$b" "$dt" "$calls" >/dev/null 2>"$log.err" || { cat "$log.err" >&2; exit 1; }
+        "$ROOT/usr/bin/$pyver" "$ROOT/work/insn_case.py" "$b" "$dt" "$rdt" "$calls" >/dev/null 2>"$log.err" || { cat "$log.err" >&2; exit 1; }
     echo "$(awk '/insns:/ {print $2}' "$log") $(cat "$log.err")"
     rm -f "$log" "$log.err"
 }
 
-printf '%-8s %-8s %-9s %16s %16s %7s\n' B tables kernel "insns/call" "insns/value" ratio
+printf '%-3s %-8s %-8s %-9s %12s %12s %7s\n' B tables result kernel "insns/call" "insns/value" ratio
 for b in 1 8; do
-    for dt in float32 float16; do
+    for case in float32:float32 float16:float32 float16:float16; do
+        dt=${case%:*} rdt=${case#*:}
         declare -A per=()
         for isa in baseline neon; do
-            read -r n1 chosen _ <<<"$(count "$isa" "$b" "$dt" 1)"
-            read -r n2 _ <<<"$(count "$isa" "$b" "$dt" $((1 + REPS)))"
+            read -r n1 chosen <<<"$(count "$isa" "$b" "$dt" "$rdt" 1)"
+            read -r n2 _ <<<"$(count "$isa" "$b" "$dt" "$rdt" $((1 + REPS)))"
             per[$isa]=$(((n2 - n1) / REPS))
             if [[ $chosen != "$isa" ]]; then
                 echo "asked for $isa, ran $chosen" >&2
@@ -117,8 +118,8 @@ for b in 1 8; do
             fi
         done
         for isa in baseline neon; do
-            awk -v b="$b" -v dt="$dt" -v isa="$isa" -v n="${per[$isa]}" -v base="${per[baseline]}" 'BEGIN {
-                printf "%-8s %-8s %-9s %16d %16.2f %6.2fx\n", b, dt, isa, n, n / (b * 128 * 768), base / n }'
+            awk -v b="$b" -v dt="$dt" -v rdt="$rdt" -v isa="$isa" -v n="${per[$isa]}" -v base="${per[baseline]}" 'BEGIN {
+                printf "%-3s %-8s %-8s %-9s %12d %12.2f %6.2fx\n", b, dt, rdt, isa, n, n / (b * 128 * 768), base / n }'
         done
         unset per
     done
