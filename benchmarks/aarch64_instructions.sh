@@ -18,8 +18,9 @@
 #      result (the default), float16 tables -> float16 result) and each kernel
 #      (BERTEMBED_ISA=baseline, the portable C; the default, NEON), runs the
 #      arm64 Python of the root under qemu-aarch64 twice: one warm-up call,
-#      then 1 or 1 + REPS more calls (num_threads=1). The difference of the two totals over REPS is the count of one call,
-#      the Python shim included; process start-up cancels out.
+#      then 1 or 1 + REPS more calls (num_threads=1). The difference of the
+#      two totals over REPS is the count of one call, the Python shim
+#      included; process start-up cancels out.
 #
 # Environment: AARCH64_ROOT (default /var/cache/bertembed-ci/arm64-root),
 # AARCH64_PLUGIN_DIR (default /var/cache/bertembed-ci/qemu-plugin), REPS (4).
