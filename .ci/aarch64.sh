@@ -149,7 +149,7 @@ echo "== aarch64: pip install (PyPI aarch64 wheels)"
 pip install -q "numpy>=2.0" "cython>=3.1" "setuptools>=77" wheel "pytest>=7" "hypothesis>=6" \
     "threadpoolctl>=3" "safetensors>=0.4" "ml_dtypes>=0.4"
 echo "== aarch64: build (\$(date -u +%T))"
-export CC="ccache gcc" CCACHE_DIR=/work/ccache CFLAGS=-g0
+export CC="ccache gcc" CCACHE_DIR=/work/ccache
 PIP_ONLY_BINARY= pip install -v --no-build-isolation --no-deps . >/work/build.log 2>&1 \
     || { tail -40 /work/build.log; exit 1; }
 echo "compiler warnings: \$(grep -c "warning:" /work/build.log || true)"
