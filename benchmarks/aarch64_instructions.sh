@@ -17,10 +17,13 @@
 #      LayerNorm; float32 tables -> float32 result, float16 tables -> float32
 #      result (the default), float16 tables -> float16 result) and each kernel
 #      (BERTEMBED_ISA=baseline, the portable C; the default, NEON), runs the
-#      arm64 Python of the root under qemu-aarch64 twice: one warm-up call,
+#      arm64 Python of the root under qemu-aarch64 twice: two warm-up calls,
 #      then 1 or 1 + REPS more calls (num_threads=1). The difference of the
 #      two totals over REPS is the count of one call, the Python shim
-#      included; process start-up cancels out.
+#      included; process start-up cancels out. Every thread counts into the
+#      one total, so nothing else may run: one OpenMP thread, and one
+#      OpenBLAS thread (NumPy's OpenBLAS threads spin for a while at start,
+#      a count that depends on timing).
 #
 # Environment: AARCH64_ROOT (default /var/cache/bertembed-ci/arm64-root),
 # AARCH64_PLUGIN_DIR (default /var/cache/bertembed-ci/qemu-plugin), REPS (4).
@@ -86,7 +89,7 @@ layer = bertembed.BertEmbeddings(tok, pos, seg, ln_weight=w, ln_bias=b, dtype=re
 ids = rng.integers(0, V, (B, S))
 sids = rng.integers(0, 2, (B, S))
 out = None
-for _ in range(1 + calls):
+for _ in range(2 + calls):
     out = layer(ids, sids, num_threads=1)
 assert out.dtype == result, out.dtype
 print(_kernel.build_info()["isa"], file=sys.stderr)
@@ -96,7 +99,8 @@ pyver="$(cd "$ROOT/work/venv/lib" && ls -d python3.* | head -1)"
 count() { # isa B tables result calls -> total executed instructions, isa run
     local isa=$1 b=$2 dt=$3 rdt=$4 calls=$5 log
     log="$(mktemp)"
-    env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 PYTHONHASHSEED=0 BERTEMBED_ISA="$isa" \
+    env -i PATH=/usr/bin:/bin OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+        PYTHONHASHSEED=0 BERTEMBED_ISA="$isa" \
         PYTHONPATH="$ROOT/work/venv/lib/$pyver/site-packages" \
         qemu-aarch64 -L "$ROOT" -plugin "$plugin,inline=on" -d plugin -D "$log" \
         "$ROOT/usr/bin/$pyver" "$ROOT/work/insn_case.py" "$b" "$dt" "$rdt" "$calls" >/dev/null 2>"$log.err" || { cat "$log.err" >&2; exit 1; }
