@@ -152,8 +152,8 @@ echo "== aarch64: build (\$(date -u +%T))"
 export CC="ccache gcc" CCACHE_DIR=/work/ccache
 PIP_ONLY_BINARY= pip install -v --no-build-isolation --no-deps . >/work/build.log 2>&1 \
     || { tail -40 /work/build.log; exit 1; }
-echo "compiler warnings: \$(grep -c "warning:" /work/build.log || true)"
-grep "warning:" /work/build.log || true
+echo "compiler warnings: \$(grep -c -E ':[0-9]+:[0-9]+: warning:' /work/build.log || true)"
+grep -E ':[0-9]+:[0-9]+: warning:' /work/build.log || true
 ccache -s | grep -i -E "hits|misses" || true
 cd /work
 python src/.ci/wheel_smoke.py
