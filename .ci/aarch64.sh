@@ -17,8 +17,8 @@
 # test of the files that exercise the compiled kernel (row kernels per ISA,
 # dtype conversions bit for bit, LayerNorm, terms, errors, threads, fork,
 # fuzzing) and the checkpoint readers. Left out: the CLI, benchmark-harness,
-# automatic-thread-choice, documentation, example, service, leak and
-# big-table tests (pure Python or timing-bound; they run natively on the
+# automatic-thread-choice, property (hypothesis), documentation, example,
+# service, leak and big-table tests (pure Python or timing-bound; they run natively on the
 # ubuntu-24.04-arm GitHub job). The heavy peers (torch, transformers,
 # onnxruntime) are not installed, so those tests skip. AARCH64_PYTEST_ARGS
 # replaces the selection, e.g. AARCH64_PYTEST_ARGS="tests" for all of it.
@@ -38,7 +38,7 @@ MIRROR="${AARCH64_MIRROR:-http://deb.debian.org/debian}"
 DEFAULT_TESTS="tests/test_kernel_paths.py tests/test_table_dtypes.py tests/test_layernorm.py
     tests/test_terms.py tests/test_reference.py tests/test_errors.py tests/test_threads.py
     tests/test_pool.py tests/test_fork.py tests/test_seed.py tests/test_fuzz_quick.py
-    tests/test_properties.py tests/test_weights_safetensors.py tests/test_weights_sharded.py
+    tests/test_weights_safetensors.py tests/test_weights_sharded.py
     tests/test_weights_open.py tests/test_pretrained.py"
 PYTEST_ARGS="${AARCH64_PYTEST_ARGS:-$(echo $DEFAULT_TESTS)}"
 START=$SECONDS
