@@ -15,7 +15,6 @@ from another family must say so through its config.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +27,9 @@ from ._api import Tables, prepare_tables
 from ._families import BARE_FILE_MODEL_TYPE, EmbeddingSpec, bare_file_spec, embedding_spec
 from ._positions import NONE, PositionRule
 from ._tables import Table
-from ._weights import TensorSource, find_weights, open_weights
+from ._weights import CheckpointError, TensorSource, find_weights, open_weights
+from ._weights.errors import short
+from ._weights.reading import MAX_CONFIG_BYTES, parse_json, read_capped
 
 CONFIG_NAME = "config.json"
 
@@ -45,17 +46,15 @@ class Checkpoint(NamedTuple):
 
 def _read_config(path: Path) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as fh:
-            config = json.load(fh)
+        raw = read_capped(path, MAX_CONFIG_BYTES, "MAX_CONFIG_BYTES", "config file")
     except FileNotFoundError:
         raise FileNotFoundError(
             f"{path}: no such file (a model directory needs config.json: it tells which model "
             "family, hence which embedding rule, the weights are for)"
         ) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    config = parse_json(raw, path)
     if not isinstance(config, dict):
-        raise ValueError(f"{path}: expected a JSON object, got a {type(config).__name__}")
+        raise CheckpointError(f"{path}: expected a JSON object, got a {type(config).__name__}")
     return config
 
 
@@ -63,7 +62,7 @@ def _config(config: Any, weights_path: Path) -> tuple[dict[str, Any] | None, str
     """The config to use and where it came from (None: a bare weights file)."""
     if config is None:
         beside = (weights_path if weights_path.is_dir() else weights_path.parent) / CONFIG_NAME
-        if weights_path.is_dir() or beside.is_file():
+        if weights_path.is_dir() or beside.exists():
             return _read_config(beside), str(beside)
         return None, str(weights_path)
     if isinstance(config, Mapping):
@@ -104,7 +103,7 @@ def _prefix(spec: EmbeddingSpec, source: TensorSource, bare: bool) -> str:
             f"not a {spec.model_type} checkpoint?"
         )
     if bare:
-        raise ValueError(
+        raise CheckpointError(
             f"{source.path}: the embedding tensors are under {found[0]!r} and there is no config.json, "
             f"so the model family is unknown (a weights file without one is read as "
             f"{BARE_FILE_MODEL_TYPE!r} only with the prefixes {', '.join(repr(p) for p in spec.prefixes)}); "
@@ -112,7 +111,7 @@ def _prefix(spec: EmbeddingSpec, source: TensorSource, bare: bool) -> str:
         )
     if len(found) > 1:
         names = ", ".join(repr(p) for p in found)
-        raise ValueError(f"{source.path}: embedding tensors under several prefixes ({names}); cannot tell which "
+        raise CheckpointError(f"{source.path}: embedding tensors under several prefixes ({names}); cannot tell which "
                          "model to load")
     return found[0]
 
@@ -185,7 +184,7 @@ def read(
         if spec.ln_bias is not None:
             ln_b = _vector(source, _required(source, prefix, spec.ln_bias, spec))
     if spec.width is not None and tok.hidden != spec.width:
-        raise ValueError(
+        raise CheckpointError(
             f"{source.path}: {prefix + spec.token!r} has shape {tok.data.shape}, but {where} says the "
             f"embeddings are {spec.width} wide"
         )
@@ -195,6 +194,13 @@ def read(
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{source.path}: {exc}") from exc
     if spec.position_rule == "padding":
+        rows = tables.pos.rows if tables.pos is not None else None
+        if rows is not None and not 0 <= spec.padding_idx < rows:
+            raise CheckpointError(
+                f"{where}: model_type {spec.model_type!r}: the padding id {short(spec.padding_idx)} "
+                f"(pad_token_id) is not a row of the position table {prefix + (spec.position or '')!r} "
+                f"({rows} rows)"
+            )
         rule = PositionRule("padding", padding_idx=spec.padding_idx)
     elif spec.position_rule == "absolute":
         rule = PositionRule("absolute", offset=spec.position_offset)
