@@ -119,13 +119,16 @@ def _prefix(spec: EmbeddingSpec, source: TensorSource, bare: bool) -> str:
 def _array(source: TensorSource, name: str) -> Table:
     """A table exactly as stored: a read-only map of the file when it can be."""
     arr = source.array(name)
-    if source.info(name).dtype == "BF16":
-        try:
-            bf16 = T.bfloat16_dtype()
-        except TypeError:  # no ml_dtypes: the raw bits, tagged
-            return T.bits_as_bfloat16(arr)
-        return T.as_table(name, arr.view(bf16))
-    return T.as_table(name, arr)
+    try:
+        if source.info(name).dtype == "BF16":
+            try:
+                bf16 = T.bfloat16_dtype()
+            except TypeError:  # no ml_dtypes: the raw bits, tagged
+                return T.bits_as_bfloat16(arr)
+            return T.as_table(name, arr.view(bf16))
+        return T.as_table(name, arr)
+    except ValueError as exc:  # (a shape that is not a table's)
+        raise CheckpointError(f"{source.path}: {exc}") from None
 
 
 def _optional(source: TensorSource, prefix: str, names: tuple[str, ...] | None) -> str | None:

@@ -112,6 +112,6 @@ def find_weights(directory: str | os.PathLike[str]) -> TensorSource:
     if not d.is_dir():
         raise NotADirectoryError(f"{d}: not a directory (open_weights reads a weights file)")
     for name in WEIGHTS_NAMES:
-        if (d / name).exists():  # (a FIFO or a directory by that name is an error, not skipped)
+        if os.path.lexists(d / name):  # (a FIFO, a directory or a broken link by that name is an error)
             return open_weights(d / name)
     raise FileNotFoundError(f"{d}: no weights file (looked for {', '.join(WEIGHTS_NAMES)})")

@@ -303,6 +303,8 @@ def _message(exc: BaseException) -> str:
         text = str(exc)
     except Exception:
         return "(no message)"
+    if "integer string conversion" in text:  # int(): more digits than Python converts
+        return "an integer with too many digits"
     return text if len(text) <= 200 else text[:200] + "..."
 
 

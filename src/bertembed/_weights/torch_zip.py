@@ -143,6 +143,11 @@ class TorchZipFile:
             raise self._error(f"zip member {short(name)} is encrypted")
         if info.file_size > limit:
             raise too_big(self.path, f"zip member {short(name)}", info.file_size, limit, limit_name)
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            raise self._error(
+                f"zip member {short(name)} is stored uncompressed, yet its directory entry records "
+                f"{info.compress_size} bytes stored and {info.file_size} bytes of data"
+            )
         try:
             with zf.open(info) as stream:
                 data = read_stream_capped(stream, limit)
