@@ -629,8 +629,12 @@ def _must_load(b: _Builder) -> None:
 
 
 def _limit_address_space() -> None:
+    """RLIMIT_AS, except under AddressSanitizer (its shadow memory reserves terabytes of address space;
+    its allocator then refuses an oversized allocation instead)."""
     import resource
 
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        return
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
