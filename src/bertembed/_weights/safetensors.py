@@ -77,7 +77,7 @@ class SafetensorsFile:
             raise self._error(f"the file shrank while its header was read ({len(raw)} of {n} bytes)")
         self.data_start = 8 + n
         self.data_size = size - self.data_start
-        header = parse_json(raw, self.path, "the header ")
+        header = parse_json(raw, self.path, "the header ", _two_level_keys)
         if not isinstance(header, dict):
             raise self._error(f"the header is a JSON {type(header).__name__}, not an object")
         header.pop("__metadata__", None)
@@ -92,27 +92,29 @@ class SafetensorsFile:
     def _error(self, message: str) -> CheckpointError:
         return CheckpointError(f"{self.path}: {message}")
 
-    def _parse_entry(self, name: str, entry: Any) -> tuple[str, tuple[int, ...], int, int]:
-        bad = self._error(
+    def _malformed(self, name: str, entry: Any) -> CheckpointError:
+        return self._error(
             f"malformed header entry for {short(name)}: expected "
             '{"dtype": str, "shape": [int, ...], "data_offsets": [begin, end]}, '
             f"got {short(entry)}"
         )
+
+    def _parse_entry(self, name: str, entry: Any) -> tuple[str, tuple[int, ...], int, int]:
         if not isinstance(entry, Mapping):
-            raise bad
+            raise self._malformed(name, entry)
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
         if not isinstance(dtype, str) or len(dtype) > 16 or not isinstance(shape, list):
-            raise bad
+            raise self._malformed(name, entry)
         if not isinstance(offsets, list) or len(offsets) != 2:
-            raise bad
+            raise self._malformed(name, entry)
         if len(shape) > MAX_DIMS:
             raise self._error(f"tensor {short(name)} has {len(shape)} dimensions, more than {MAX_DIMS}")
         ints = [*shape, *offsets]
         if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_INT for v in ints):
-            raise bad
+            raise self._malformed(name, entry)
         begin, end = offsets
         if begin > end:
-            raise bad
+            raise self._malformed(name, entry)
         itemsize = ITEMSIZE.get(dtype)
         if itemsize is not None and math.prod(shape) * itemsize != end - begin:
             raise self._error(
@@ -204,3 +206,10 @@ class SafetensorsFile:
                     f"{self.path}: cannot map tensor {short(name)} ({end - begin} bytes): {exc}",
                 ) from None
         return finish(arr)
+
+
+def _two_level_keys(header: Any) -> int:
+    """The keys of a header and of its entries (a valid header nests no deeper); -1 if not an object."""
+    if type(header) is not dict:
+        return -1
+    return len(header) + sum(len(v) for v in header.values() if type(v) is dict)
