@@ -199,3 +199,14 @@ def test_config_values_are_checked_where_read(tmp_path):
             bertembed.BertEmbeddings.from_pretrained(tmp_path)
     config.write_text(json.dumps({"model_type": "roberta", "hidden_size": 8, "pad_token_id": 1}))
     bertembed.BertEmbeddings.from_pretrained(tmp_path)
+
+
+def test_a_long_shard_name_gives_a_bounded_message(tmp_path):
+    """(Found by the index fuzz target: the OS error quoted the whole path.)"""
+    index = tmp_path / "model.safetensors.index.json"
+    for name, match in (("9" * 2000 + ".safetensors", r"must be a shard file name, got '9+\.\.\.9+"),
+                        ("9" * 1000 + ".safetensors", r"which cannot be opened: File name too long")):
+        index.write_text(json.dumps({"weight_map": {"w": name}}))
+        with pytest.raises(CheckpointError, match=r"index\.json: .*" + match) as info:
+            ShardedWeights(index).array("w")
+        assert len(str(info.value)) < 500

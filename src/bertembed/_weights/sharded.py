@@ -19,6 +19,9 @@ from .errors import CheckpointError, short
 from .files import open_file
 from .reading import MAX_INDEX_BYTES, parse_json, read_capped
 
+#: Longest shard file name an index may give (real ones are ~40 characters).
+MAX_SHARD_NAME = 1024
+
 
 class ShardedWeights:
     """The tensors of a sharded checkpoint, opening each shard on first use.
@@ -72,7 +75,7 @@ class ShardedWeights:
         return CheckpointError(f"{self.path}: {message}")
 
     def _shard_name(self, tensor: str, file: Any) -> str:
-        if not isinstance(file, str) or not file or "\0" in file:
+        if not isinstance(file, str) or not file or "\0" in file or len(file) > MAX_SHARD_NAME:
             raise self._error(f"weight_map[{short(tensor)}] must be a shard file name, got {short(file)}")
         posix, windows = PurePosixPath(file), PureWindowsPath(file)
         if posix.is_absolute() or windows.drive or windows.root or ".." in windows.parts:
@@ -110,7 +113,7 @@ class ShardedWeights:
             except ValueError as exc:
                 raise type(exc)(f"{where}, which cannot be read: {exc}") from exc
             except OSError as exc:
-                raise CheckpointError(f"{where}, which cannot be opened: {exc}") from exc
+                raise CheckpointError(f"{where}, which cannot be opened: {exc.strerror or type(exc).__name__}") from exc
             self._shards[file] = shard
         if name not in shard:
             raise KeyError(
