@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from .base import ITEMSIZE
 from .errors import CheckpointError, UnsafeCheckpointError, short
+from .reading import MAX_PICKLE_BYTES, too_big
 
 __all__ = ["TensorRef", "UnsafeCheckpointError", "load_state_dict", "prescan"]
 
@@ -315,7 +316,8 @@ _TO_MARK = {"markobject"}
 def prescan(data: bytes, where: str) -> None:
     """Check a pickle's structure before the unpickler runs it.
 
-    Walks the opcodes (``pickletools.genops``: nothing is built or run) and
+    Refuses a pickle over :data:`~bertembed._weights.reading.MAX_PICKLE_BYTES`,
+    then walks the opcodes (``pickletools.genops``: nothing is built or run) and
     tracks, for every item on the stack and in the memo, how deeply nested
     the object it stands for is. Refused, naming `where`: malformed opcodes,
     nesting deeper than :data:`MAX_PICKLE_DEPTH` (CPython's unpickler builds
@@ -333,6 +335,8 @@ def prescan(data: bytes, where: str) -> None:
     ...
     bertembed.CheckpointError: x.bin: the pickle nests objects more than 100 deep ...
     """
+    if len(data) > MAX_PICKLE_BYTES:
+        raise too_big(where, "the pickle", len(data), MAX_PICKLE_BYTES, "MAX_PICKLE_BYTES")
     stack: list[int] = []  # the nesting depth of each stack item
     marks: list[int] = []
     memo: dict[Any, int] = {}
