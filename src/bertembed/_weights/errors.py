@@ -58,6 +58,23 @@ class _Short(reprlib.Repr):
 _SHORT = _Short()
 
 
+def bounded(exc: BaseException, limit: int = 200) -> str:
+    """The message of `exc` (a library's own error, which may quote file data), cut at `limit` characters.
+
+    Examples
+    --------
+    >>> bounded(ValueError("x" * 1000), 10)
+    'xxxxxxxxxx...'
+    >>> bounded(EOFError())
+    'EOFError'
+    """
+    try:
+        text = str(exc) or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def short(obj: Any) -> str:
     """A ``repr`` of `obj` bounded in length and depth, whatever it holds.
 

@@ -31,7 +31,7 @@ from typing import BinaryIO
 import numpy as np
 
 from .base import TensorInfo, finish, float_dtype, no_tensor
-from .errors import CheckpointError, short
+from .errors import CheckpointError, bounded, short
 from .reading import (
     MAX_BYTEORDER_BYTES,
     MAX_PICKLE_BYTES,
@@ -153,9 +153,8 @@ class TorchZipFile:
                 data = read_stream_capped(stream, limit)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError,
                 RuntimeError, zlib.error) as exc:
-            why = str(exc) or type(exc).__name__
             raise self._error(
-                f"cannot read zip member {short(name)} ({why}): the archive is damaged, or its recorded "
+                f"cannot read zip member {short(name)} ({bounded(exc)}): the archive is damaged, or its recorded "
                 f"sizes ({info.compress_size} bytes stored, {info.file_size} bytes) are wrong"
             ) from None
         if data is None:
@@ -171,7 +170,7 @@ class TorchZipFile:
             zf = zipfile.ZipFile(fh)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
                 NotImplementedError, struct.error) as exc:
-            raise self._error(f"not a valid zip archive ({str(exc) or type(exc).__name__})") from None
+            raise self._error(f"not a valid zip archive ({bounded(exc)})") from None
         with zf:
             infos: dict[str, zipfile.ZipInfo] = {}
             for info in zf.infolist():
