@@ -33,8 +33,10 @@ __all__ = ["TensorRef", "UnsafeCheckpointError", "load_state_dict", "prescan"]
 
 #: Deepest nesting of the objects a pickle builds (a state dict nests about 5 levels).
 MAX_PICKLE_DEPTH = 100
-#: Most items on the unpickler's stack or in its memo at once.
-MAX_PICKLE_ITEMS = 2_000_000
+#: Most items (and MARKs) on the unpickler's stack at once (a state dict's stays below a few thousand).
+MAX_PICKLE_STACK = 100_000
+#: Most memo entries (a state dict's pickle stores under ten per tensor).
+MAX_PICKLE_MEMO = 1_000_000
 
 #: Largest int accepted for a size, stride, offset or element count.
 _MAX_INT = 2**62
@@ -322,8 +324,8 @@ def prescan(data: bytes, where: str) -> None:
     the object it stands for is. Refused, naming `where`: malformed opcodes,
     nesting deeper than :data:`MAX_PICKLE_DEPTH` (CPython's unpickler builds
     such objects fine, but hashing or printing one recurses in C and can
-    crash the process), and more than :data:`MAX_PICKLE_ITEMS` items on the
-    stack or in the memo.
+    crash the process), more than :data:`MAX_PICKLE_STACK` items on the
+    stack and more than :data:`MAX_PICKLE_MEMO` in the memo.
 
     Examples
     --------
@@ -349,20 +351,22 @@ def prescan(data: bytes, where: str) -> None:
             before, after = op.stack_before, op.stack_after
             if name == "MARK":
                 marks.append(len(stack))
-                if len(marks) > MAX_PICKLE_ITEMS:
-                    raise BadPickle(f"more than {MAX_PICKLE_ITEMS} MARKs")
+                if len(stack) + len(marks) > MAX_PICKLE_STACK:
+                    raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
                 continue
             if name in _MEMO_PUT:
                 if not stack:
                     raise BadPickle(f"{name} at byte {pos} with an empty stack")
                 memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
-                if len(memo) > MAX_PICKLE_ITEMS:
-                    raise BadPickle(f"more than {MAX_PICKLE_ITEMS} memo entries")
+                if len(memo) > MAX_PICKLE_MEMO:
+                    raise BadPickle(f"more than {MAX_PICKLE_MEMO} memo entries")
                 continue
             if name in _MEMO_GET:
                 if arg not in memo:
                     raise BadPickle(f"{name} at byte {pos} reads memo entry {short(arg)}, never stored")
                 stack.append(memo[arg])
+                if len(stack) + len(marks) > MAX_PICKLE_STACK:
+                    raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
                 continue
             popped: list[int] = []  # outer items first, then the slice since the MARK
             outer = before
@@ -397,8 +401,8 @@ def prescan(data: bytes, where: str) -> None:
                         f"(at byte {pos}; a state dict nests about 5): refusing to load it"
                     )
             stack.extend([depth] * len(after))
-            if len(stack) + len(marks) > MAX_PICKLE_ITEMS:
-                raise BadPickle(f"more than {MAX_PICKLE_ITEMS} items on the stack")
+            if len(stack) + len(marks) > MAX_PICKLE_STACK:
+                raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
         else:
             raise BadPickle("no STOP opcode: truncated")
     except BadPickle as exc:
