@@ -447,9 +447,11 @@ class _Reader:
             return False
         if isinstance(value, bool):
             return value
-        if isinstance(value, int) and 0 <= value <= MAX_CONFIG_INT:
+        if isinstance(value, int) and value > MAX_CONFIG_INT:
+            raise self.error(f"{self.name_of(key)} is {short(value)}, more than the largest supported (2**31 - 1)")
+        if isinstance(value, int) and value >= 0:
             return value > 0
-        raise self.error(f"{self.name_of(key)} must be true/false or a count in [0, 2**31 - 1], got {short(value)}")
+        raise self.error(f"{self.name_of(key)} must be true/false or a count >= 0, got {short(value)}")
 
     def eps(self, key: Key | float) -> float:
         value = self.raw(key) if isinstance(key, Key) else key
