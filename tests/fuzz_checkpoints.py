@@ -309,19 +309,25 @@ def hypothesis_run(target: str, budget: float, max_examples: int = 50) -> int:
 
     pool = seeds(target)
 
-    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
-    @given(st.data())
-    def fuzz(data):
-        seed = pool[data.draw(st.integers(0, len(pool) - 1))]
-        mutator = Mutator(lambda lo, hi: data.draw(st.integers(lo, hi)))
-        run_one(target, mutator.mutate(seed))
+    def batch(examples: int) -> None:
+        @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+                  suppress_health_check=list(HealthCheck))
+        @given(st.data())
+        def fuzz(data):
+            seed = pool[data.draw(st.integers(0, len(pool) - 1))]
+            mutator = Mutator(lambda lo, hi: data.draw(st.integers(lo, hi)))
+            run_one(target, mutator.mutate(seed))
+
+        fuzz()
 
     before = sum(OUTCOMES.values())
-    end = time.monotonic() + budget
-    fuzz()
-    while time.monotonic() < end:
-        fuzz()
+    start = time.monotonic()
+    end = start + budget
+    batch(max_examples if budget <= 0 else min(10, max_examples))
+    while (now := time.monotonic()) < end:
+        # batches sized to the time left, so the run ends close to its budget
+        per_case = (now - start) / max(sum(OUTCOMES.values()) - before, 1)
+        batch(max(1, min(max_examples, int((end - now) / per_case))))
     return sum(OUTCOMES.values()) - before
 
 
