@@ -139,7 +139,9 @@ class BertEmbeddings:
             ``pytorch_model.bin.index.json``, looked for in that order), or a
             weights file. A file takes the ``config.json`` beside it when there
             is one; without one it is read as BERT, and only if its tensors
-            have no prefix or ``bert.`` / ``model.``.
+            have no prefix or ``bert.`` / ``model.``. A directory written by
+            :meth:`save_pretrained` gives back that layer, its tables (int8
+            included) mapped as stored, its result dtype the default.
         dtype : {None, numpy.float32, numpy.float64, numpy.float16, "bfloat16"}
             Result dtype; None means float32 (float64 for a float64 checkpoint).
             The tables are not converted: float32 tables with
