@@ -145,21 +145,32 @@ static double be_pairwise_sum(const double *a, Py_ssize_t n) {
     }
 }
 
-/* One row quantised: q (H int8) and so = (scale, offset). `v` is the row in
- * float64; `resid` H doubles of scratch (may be `v` itself). */
+/* The extremes of a float64 row, and z: 0 unless an element is NaN or inf
+ * (x - x is then NaN). min(x, lo) is `x < lo ? x : lo`, as minpd computes it.
+ * With `f32` (a float32 row), the row is also widened into `v`. */
 BE_NO_CONTRACT
-static int be_quantize_row(const double *v, Py_ssize_t H, int8_t *q, float *so, double *resid) {
-    double lo, hi, z, step, scale, mean;
+static void be_extremes(const double *v, const float *f32, double *out_v, Py_ssize_t H, double *lo_out,
+                        double *hi_out, double *z_out) {
+    double lo, hi, z;
     Py_ssize_t i, whole = H - H % 4;
-    /* The extremes; z stays 0 unless an element is NaN or inf (x - x is
-     * then NaN). min(x, lo) is `x < lo ? x : lo`, as minpd computes it. */
 #if BE_HAVE_SSE2
     {
-        __m128d lo_a = _mm_set1_pd(v[0]), lo_b = lo_a, hi_a = lo_a, hi_b = lo_a;
+        __m128d first = f32 ? _mm_set1_pd((double)f32[0]) : _mm_set1_pd(v[0]);
+        __m128d lo_a = first, lo_b = first, hi_a = first, hi_b = first;
         __m128d z_a = _mm_setzero_pd(), z_b = z_a;
         double l2[2], h2[2], z2[2];
         for (i = 0; i < whole; i += 4) {
-            __m128d a = _mm_loadu_pd(v + i), b = _mm_loadu_pd(v + i + 2);
+            __m128d a, b;
+            if (f32) {
+                __m128 x = _mm_loadu_ps(f32 + i);
+                a = _mm_cvtps_pd(x);
+                b = _mm_cvtps_pd(_mm_movehl_ps(x, x));
+                _mm_storeu_pd(out_v + i, a);
+                _mm_storeu_pd(out_v + i + 2, b);
+            } else {
+                a = _mm_loadu_pd(v + i);
+                b = _mm_loadu_pd(v + i + 2);
+            }
             lo_a = _mm_min_pd(a, lo_a);
             lo_b = _mm_min_pd(b, lo_b);
             hi_a = _mm_max_pd(a, hi_a);
@@ -175,16 +186,30 @@ static int be_quantize_row(const double *v, Py_ssize_t H, int8_t *q, float *so, 
         z = z2[0] + z2[1];
     }
 #else
-    lo = hi = v[0];
+    lo = hi = f32 ? (double)f32[0] : v[0];
     z = 0.0;
     whole = 0;
 #endif
     for (i = whole; i < H; i++) {
-        double x = v[i];
+        double x = f32 ? (double)f32[i] : v[i];
+        if (f32) out_v[i] = x;
         lo = x < lo ? x : lo;
         hi = x > hi ? x : hi;
         z += x - x;
     }
+    *lo_out = lo;
+    *hi_out = hi;
+    *z_out = z;
+}
+
+/* One row quantised: q (H int8) and so = (scale, offset). `v` is the row in
+ * float64 and lo, hi, z its extremes (be_extremes); `resid` H doubles of
+ * scratch (may be `v` itself). */
+BE_NO_CONTRACT
+static int be_quantize_row(const double *v, Py_ssize_t H, double lo, double hi, double z, int8_t *q, float *so,
+                           double *resid) {
+    double step, scale, mean;
+    Py_ssize_t i;
     if (z != 0.0) return BE_CONV_NONFINITE;
     step = (hi - lo) / 255.0;
     scale = (double)(float)step;
@@ -196,10 +221,12 @@ static int be_quantize_row(const double *v, Py_ssize_t H, int8_t *q, float *so, 
         return BE_CONV_OK;
     }
     for (i = 0; i < H; i++) {
-        double x = (v[i] - lo) / scale; /* in [0, 2**52): the magic number rounds it */
+        /* x is in [0, 2**52): the magic number rounds it to an integer
+         * (nearest, ties to even); k >= -128 since x >= 0, and k > 127 only
+         * when the float32 scale is a little below the step. */
+        double x = (v[i] - lo) / scale;
         double k = ((x + 4503599627370496.0) - 4503599627370496.0) - 128.0;
         double prod;
-        k = k < -128.0 ? -128.0 : k;
         k = k > 127.0 ? 127.0 : k;
         q[i] = (int8_t)k;
         prod = k * scale;
@@ -220,8 +247,18 @@ static int be_convert_row(const be_conv *c, Py_ssize_t r, double *scratch) {
     Py_ssize_t i, H = c->H;
     int sk = c->src_kind;
     switch (c->dst_kind) {
-    case BE_I8:
-        return be_quantize_row(be_conv_widen(c, r, scratch), H, (int8_t *)out, c->dst_scale + 2 * r, scratch);
+    case BE_I8: {
+        double lo, hi, z;
+        const double *v;
+        if (sk == BE_F32) { /* widened while its extremes are found */
+            be_extremes(NULL, (const float *)row, scratch, H, &lo, &hi, &z);
+            v = scratch;
+        } else {
+            v = be_conv_widen(c, r, scratch);
+            be_extremes(v, NULL, NULL, H, &lo, &hi, &z);
+        }
+        return be_quantize_row(v, H, lo, hi, z, (int8_t *)out, c->dst_scale + 2 * r, scratch);
+    }
     case BE_F64: {
         double *d = (double *)out;
         for (i = 0; i < H; i++) d[i] = be_conv_load(row, sk, so, i);
