@@ -67,6 +67,6 @@ def convert(data: np.ndarray, kind: str, target: str, scale: np.ndarray | None =
         return quantize_int8(values)
     if target == "bfloat16":
         with np.errstate(over="ignore"):
-            return float32_to_bfloat16_bits(values.astype(np.float32)), None
+            return float32_to_bfloat16_bits(np.asarray(values, dtype=np.float32)), None
     with np.errstate(over="ignore"):
         return values.astype(target), None
