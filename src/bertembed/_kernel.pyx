@@ -7,7 +7,7 @@ The functions here trust their arguments: the Python shim (``_api.py``,
 ``_checks.py``) has already checked dtypes, shapes, contiguity and every
 id's range. Nothing in a loop touches a Python object, and every loop runs
 without the GIL. The row arithmetic lives in C (``_rows.h``), compiled once
-per instruction set.
+per instruction set; whole-table conversion in ``_quantize.h``.
 """
 
 import os
