@@ -206,3 +206,22 @@ def test_quantised_rows_keep_their_promises():
     assert (np.abs(err) <= scale[:, :1] * (1 + 1e-5)).all()
     assert (np.abs(err.mean(axis=1)) <= 1e-6 * scale[:, 0] + 1e-6 * np.abs(scale[:, 1])).all()
     assert (q.min(axis=1) == -128).all() and (q.max(axis=1) == 127).all()
+
+
+@pytest.mark.skipif(not getattr(__import__("sys"), "_is_gil_enabled", lambda: True)(),
+                    reason="free-threaded build: there is no GIL to release")
+def test_conversion_releases_the_gil():
+    from test_threads import _longest_stall
+
+    from bertembed import _kernel
+
+    values = np.random.default_rng(17).standard_normal((20000, 768)).astype(np.float32)
+    q, scale = np.empty(values.shape, np.int8), np.empty((20000, 2), np.float32)
+
+    def convert():
+        for _ in range(2):
+            _kernel.convert_rows(values, T.F32, None, q, T.I8, scale, 0, values.shape[0], 1)
+
+    convert()  # warm-up: the result's pages
+    fractions = [(lambda d, s: s / d)(*_longest_stall(convert)) for _ in range(3)]
+    assert min(fractions) < 0.5, f"another Python thread stalled for most of each conversion: {fractions}"
