@@ -20,13 +20,13 @@
 #    at import, with a warning).
 # 4. The test suite (not the torch/onnxruntime comparisons) with
 #    PYTHON_GIL=0, then the concurrency stress test (tests/test_concurrency.py)
-#    for BERTEMBED_STRESS_SECONDS (default 60) without PYTHON_GIL, so that
-#    anything re-enabling the GIL would show; both fail if the GIL is on at
-#    the end.
+#    for BERTEMBED_STRESS_SECONDS (default 60) with BERTEMBED_STRESS_THREADS
+#    (default 16) threads, without PYTHON_GIL, so that anything re-enabling
+#    the GIL would show; both fail if the GIL is on at the end.
 #
 # Environment: FT_CACHE (the interpreter cache), FT_WORK (a work directory to
 # reuse; default: a fresh temporary one, removed on success), FT_JOBS (make
-# -j, default 2), BERTEMBED_STRESS_SECONDS, PYTEST_ARGS (extra pytest
+# -j, default 2), BERTEMBED_STRESS_SECONDS, BERTEMBED_STRESS_THREADS, PYTEST_ARGS (extra pytest
 # arguments for the suite). Linux with apt (Debian or Ubuntu) and gcc.
 set -euo pipefail
 
@@ -34,6 +34,7 @@ CHECKOUT="$(cd "$(dirname "$0")/.." && pwd)"
 FT_CACHE="${FT_CACHE:-/var/cache/bertembed-ci}"
 FT_JOBS="${FT_JOBS:-2}"
 STRESS_SECONDS="${BERTEMBED_STRESS_SECONDS:-60}"
+STRESS_THREADS="${BERTEMBED_STRESS_THREADS:-16}"
 SRC_PACKAGE=python3.13
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 unset PYTHONPATH PYTHON_GIL
@@ -173,38 +174,10 @@ run() { (cd "$WORK/run" && env -u PYTHONPATH PYTHONFAULTHANDLER=1 "$@"); }
 
 # ---------------------------------------------------------------- 3. GIL checks
 say "checking that importing bertembed leaves the GIL disabled"
-run "$VPY" -W error::RuntimeWarning - "$WORK" <<'EOF'
-import sys
-import sysconfig
-
-assert sysconfig.get_config_var("Py_GIL_DISABLED") == 1, "not a free-threaded build"
-assert not sys._is_gil_enabled(), "GIL enabled at start-up"
-import numpy as np
-
-import bertembed
-
-where = bertembed.__file__
-assert where.startswith(sys.argv[1] + "/venv/"), f"bertembed imported from {where}"
-assert not sys._is_gil_enabled(), "importing bertembed re-enabled the GIL"
-out = bertembed.bert_embeddings([[1, 2]], None, np.ones((4, 3)), np.ones((4, 3)), None)
-assert out.shape == (1, 2, 3) and not sys._is_gil_enabled()
-print(f"   ok: {where}; GIL disabled; OpenMP {bertembed.openmp_enabled()}, "
-      f"max_threads {bertembed.max_threads()}")
-EOF
-
-# A pytest plugin (on sys.path from the run directory) that fails the session
-# if the GIL is enabled when it ends.
-cat >"$WORK/run/gil_check.py" <<'EOF'
-import sys
-
-
-def pytest_sessionfinish(session, exitstatus):
-    if sys._is_gil_enabled():
-        print("\nfreethreaded: the GIL is enabled at the end of the session", file=sys.stderr)
-        session.exitstatus = 1
-    else:
-        print("\nfreethreaded: the GIL stayed disabled")
-EOF
+# (gil_check.py is also the pytest plugin below: -p gil_check fails a session
+# that ends with the GIL enabled.)
+cp "$CHECKOUT/.ci/gil_check.py" "$WORK/run/"
+run "$VPY" gil_check.py
 
 # ---------------------------------------------------------------- 4. tests
 say "pytest, PYTHON_GIL=0"
@@ -212,7 +185,7 @@ say "pytest, PYTHON_GIL=0"
 run env PYTHON_GIL=0 "$VPY" -m pytest -q -p no:cacheprovider -p gil_check tests -m "not heavy" \
     --ignore=tests/test_concurrency.py ${PYTEST_ARGS:-}
 
-say "concurrency stress test, ${STRESS_SECONDS} s per case, GIL left to the interpreter"
-run env BERTEMBED_STRESS_SECONDS="$STRESS_SECONDS" "$VPY" -m pytest -q -s -p no:cacheprovider \
+say "concurrency stress test: $STRESS_THREADS threads, $STRESS_SECONDS s, GIL left to the interpreter"
+run env BERTEMBED_STRESS_SECONDS="$STRESS_SECONDS" BERTEMBED_STRESS_THREADS="$STRESS_THREADS" "$VPY" -m pytest -q -s -p no:cacheprovider \
     -p gil_check tests/test_concurrency.py
 say "all passed"
