@@ -5,7 +5,7 @@
 #   BERTEMBED_STRESS_SECONDS=10 bash .ci/freethreaded.sh  # a shorter stress run
 #
 # 1. The interpreter: CPython 3.13 built with --disable-gil from Debian's
-#    python3.13 source package (Debian 13 "trixie"; the source package is
+#    python3.13 source package (its upstream tarball; Debian 13 "trixie"; it is
 #    fetched with apt through a private apt configuration, so the machine's
 #    apt sources and package lists are left alone). The build is cached
 #    under FT_CACHE (default /var/cache/bertembed-ci), keyed by the source
@@ -95,9 +95,9 @@ if [[ -e "$PREFIX/.complete" && -x "$PY" ]]; then
     say "cached interpreter $PY"
 else
     say "building CPython $version with --disable-gil (Debian source package $SRC_PACKAGE)"
-    if ! command -v dpkg-source >/dev/null || ! command -v make >/dev/null; then
+    if ! command -v gcc >/dev/null || ! command -v make >/dev/null; then
         apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
-            build-essential dpkg-dev pkg-config
+            build-essential pkg-config xz-utils
     fi
     # Headers of the modules pip, NumPy and the tests need (ssl, zlib, ctypes
     # for threadpoolctl, bz2/lzma); dpkg -s first, so a warm machine needs no apt.
@@ -111,13 +111,16 @@ else
     BUILD="$CACHE/build-$version"
     rm -rf "$BUILD" "$PREFIX"
     mkdir -p "$BUILD"
-    # apt checks the .dsc and the tarballs against the signed Release file;
-    # dpkg-source unpacks the upstream tarball and applies Debian's patches.
+    # apt checks the .dsc and the tarballs against the signed Release file.
+    # Built from the package's upstream tarball, without Debian's patches:
+    # those adapt CPython to Debian's layout (dist-packages, multiarch), and
+    # with them a venv of the free-threaded build has no site-packages on
+    # sys.path (it is named python3.13t, the patched site.py looks for
+    # python3.13). Debian's own rules are not used either: they build several
+    # variants with PGO + LTO, far beyond this step's time budget.
     (cd "$BUILD" && apt-get "${APT_OPTS[@]}" -qq source --download-only "$SRC_PACKAGE=$version" \
-        && dpkg-source --no-check -x ./*.dsc src) >"$BUILD/source.log" 2>&1 \
+        && mkdir src && tar -xJf ./*.orig.tar.xz -C src --strip-components=1) >"$BUILD/source.log" 2>&1 \
         || { tail -30 "$BUILD/source.log" >&2; exit 1; }
-    # (Debian's own packaging is not used: its rules build several variants
-    # with PGO + LTO, far beyond this step's time budget.)
     (cd "$BUILD/src" \
         && ./configure --prefix="$PREFIX" --disable-gil --disable-test-modules \
             --with-ensurepip=no --without-static-libpython \
