@@ -171,8 +171,12 @@ say "building bertembed"
 rm -rf "$WORK/run"
 mkdir -p "$WORK/run"
 cp -r "$CHECKOUT/tests" "$WORK/run/tests"
-cp "$CHECKOUT/pyproject.toml" "$WORK/run/"
-find "$WORK/run/tests" -name '__pycache__' -prune -exec rm -rf {} +
+# (the pages, README, examples and benchmarks too: their tests look beside tests/)
+for d in pyproject.toml README.md docs examples benchmarks; do
+    cp -r "$CHECKOUT/$d" "$WORK/run/"
+done
+rm -rf "$WORK/run/docs/_build" "$WORK/run/docs/reference/generated"
+find "$WORK/run" -name '__pycache__' -prune -exec rm -rf {} +
 run() { (cd "$WORK/run" && env -u PYTHONPATH PYTHONFAULTHANDLER=1 "$@"); }
 
 # ---------------------------------------------------------------- 3. GIL checks
