@@ -171,8 +171,8 @@ say "building bertembed"
 rm -rf "$WORK/run"
 mkdir -p "$WORK/run"
 cp -r "$CHECKOUT/tests" "$WORK/run/tests"
-# (the pages, README, examples and benchmarks too: their tests look beside tests/)
-for d in pyproject.toml README.md docs examples benchmarks; do
+# (the pages, README, .ci, examples and benchmarks too: their tests look beside tests/)
+for d in pyproject.toml README.md .ci docs examples benchmarks; do
     cp -r "$CHECKOUT/$d" "$WORK/run/"
 done
 rm -rf "$WORK/run/docs/_build" "$WORK/run/docs/reference/generated"
