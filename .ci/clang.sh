@@ -85,7 +85,9 @@ build() {  # DIR LABEL
         exit 1
     }
     ours="$(grep -E 'src/bertembed/[^: ]*:[0-9]+:[0-9]+: warning:' "$log" || true)"
-    echo "   $2: $(grep -c 'warning:' "$log" || true) compiler warnings in the build," \
+    # (file:line:col: warning: is the compilers' format; setuptools' own
+    # "warning: no files found matching ..." lines are not counted)
+    echo "   $2: $(grep -cE ':[0-9]+:[0-9]+: warning:' "$log" || true) compiler warnings in the build," \
         "$(grep -c . <<<"$ours" || true) in our sources"
     if [[ -n "$ours" ]]; then
         grep -E -A3 'src/bertembed/[^: ]*:[0-9]+:[0-9]+: warning:' "$log" | head -60
