@@ -1,0 +1,109 @@
+"""The table lookups summed into the LayerNorm's input, found by walking the Add tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from .graph import Graph, describe
+from .layernorm import LayerNorm
+
+_QUANTISED = ("DequantizeLinear", "DynamicQuantizeLinear", "QuantizeLinear", "GatherBlockQuantized")
+
+
+@dataclass
+class Lookup:
+    """``table[indices]``: a Gather (or one table of an EmbedLayerNormalization)."""
+
+    node: onnx.NodeProto
+    table: np.ndarray
+    indices: str | None  # None: positions 0..S-1 (EmbedLayerNormalization without position_ids)
+
+
+@dataclass
+class Sum:
+    """What the LayerNorm's input is: lookups plus constant vectors, and the nodes computing the sum."""
+
+    lookups: list[Lookup]
+    constants: list[np.ndarray]
+    nodes: list[onnx.NodeProto]
+
+
+def _table(graph: Graph, name: str, node: onnx.NodeProto) -> np.ndarray:
+    value = graph.constant(name)
+    if value is None:
+        producer = graph.producer.get(name)
+        if producer is not None and producer.op_type in _QUANTISED:
+            raise ValueError(f"{describe(node)} reads a quantised table ({describe(producer)}): "
+                             "quantised embedding tables are not supported")
+        raise ValueError(f"{describe(node)}: the table {name!r} is not a constant of the graph")
+    if value.ndim != 2 or value.dtype.kind != "f":
+        raise ValueError(f"{describe(node)}: the table {name!r} has shape {value.shape} and dtype {value.dtype}, "
+                         "not a 2-D floating-point table")
+    return value
+
+
+def _leaf(graph: Graph, name: str, ln: LayerNorm) -> Lookup | np.ndarray:
+    value = graph.constant(name)
+    if value is not None:
+        if value.dtype.kind != "f" or (value.ndim > 1 and any(d != 1 for d in value.shape[:-1])):
+            raise ValueError(f"{describe(ln.node)}: the constant {name!r} (shape {value.shape}) added to the "
+                             "embeddings is not a vector")
+        return value.reshape(-1)
+    node = graph.producer.get(name)
+    if node is None:
+        raise ValueError(f"{describe(ln.node)}: its input {name!r} is a graph input, not a sum of table lookups")
+    if node.op_type in _QUANTISED:
+        raise ValueError(f"{describe(node)}: a quantised embedding table (a dynamically quantised graph?), "
+                         "which is not supported")
+    if node.op_type != "Gather" or node.domain not in ("", "ai.onnx"):
+        raise ValueError(f"{describe(ln.node)}: its input is not a sum of table lookups: {describe(node)} "
+                         f"computes {name!r}")
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    if axis != 0:
+        raise ValueError(f"{describe(node)}: gathers along axis {axis}, not rows of a table")
+    return Lookup(node, _table(graph, node.input[0], node), node.input[1])
+
+
+def find(graph: Graph, ln: LayerNorm) -> Sum:
+    """The lookups summed into `ln`'s input (refused with a ValueError when it is anything else)."""
+    if ln.kind == "EmbedLayerNormalization":
+        node = ln.node
+        opt = [node.input[k] if len(node.input) > k else "" for k in range(9)]
+        lookups = [Lookup(node, _table(graph, opt[2], node), opt[0]),
+                   Lookup(node, _table(graph, opt[3], node), opt[8] or None)]
+        if opt[1] and opt[4]:
+            lookups.append(Lookup(node, _table(graph, opt[4], node), opt[1]))
+        return Sum(lookups, [], [])
+    inside = {id(n) for n in ln.nodes}
+    lookups: list[Lookup] = []
+    constants: list[np.ndarray] = []
+    nodes: list[onnx.NodeProto] = []
+    stack = list(ln.summands)
+    while stack:
+        name = stack.pop()
+        node = graph.producer.get(name)
+        if node is not None and node.op_type == "Add" and node.domain in ("", "ai.onnx"):
+            readers = [u for u in graph.users(name) if id(u) not in inside]
+            if readers or name in graph.outputs:
+                where = describe(readers[0]) if readers else "a graph output"
+                raise ValueError(f"{describe(node)}: a partial sum of the embeddings is also read by {where}")
+            inside.add(id(node))
+            nodes.append(node)
+            stack.extend([node.input[0], node.input[1]])
+            continue
+        leaf = _leaf(graph, name, ln)
+        if isinstance(leaf, Lookup):
+            readers = [u for u in graph.users(name) if id(u) not in inside]
+            if readers or name in graph.outputs:
+                where = describe(readers[0]) if readers else "a graph output"
+                raise ValueError(f"{describe(leaf.node)}: its rows are also read by {where}")
+            lookups.append(leaf)
+            nodes.append(leaf.node)
+        else:
+            constants.append(leaf)
+    if not lookups:
+        raise ValueError(f"{describe(ln.node)}: no table lookup feeds it")
+    return Sum(lookups, constants, nodes)
