@@ -54,6 +54,22 @@ def _shape_dims(node: onnx.NodeProto, rank: int) -> tuple[int, int]:
     return start, end
 
 
+def _full_shape(graph: Graph, found: Sum, roles: Roles) -> set[str]:
+    """The token lookup's output and the partial sums holding it (all of shape (B, S, H))."""
+    if roles.token.indices is None or roles.token.node.op_type != "Gather":
+        return set()
+    adds = {id(n) for n in found.nodes if n.op_type == "Add"}
+    names = {roles.token.node.output[0]}
+    frontier = list(names)
+    while frontier:
+        name = frontier.pop()
+        for user in graph.users(name):
+            if id(user) in adds and user.output[0] not in names:
+                names.add(user.output[0])
+                frontier.append(user.output[0])
+    return names
+
+
 def cut(graph: Graph, ln: LayerNorm, found: Sum, roles: Roles) -> onnx.ModelProto:
     """Turn `graph.model` into the encoder (in place) and return it."""
     model = graph.model
@@ -80,9 +96,13 @@ def cut(graph: Graph, ln: LayerNorm, found: Sum, roles: Roles) -> onnx.ModelProt
 
     removed = {roles.ids_input} | ({roles.segment_input} if roles.segment_input else set())
     embedding = {id(n) for n in (*ln.nodes, *found.nodes)}
+    full_shape = _full_shape(graph, found, roles)
     internal = {o for n in (*ln.nodes, *found.nodes) for o in n.output if o} - stop
     for node in kept:
         if id(node) in embedding:
+            continue
+        if node.op_type == "Shape" and node.domain in ("", "ai.onnx") and node.input[0] in full_shape:
+            node.input[0] = EMBEDS  # the same shape as the sum of lookups
             continue
         for name in node_inputs(node):
             if name in internal:

@@ -31,6 +31,11 @@ class Sum:
     nodes: list[onnx.NodeProto]
 
 
+def _shape_only(node: onnx.NodeProto) -> bool:
+    """Whether `node` reads only the shape of its input (the split keeps such reads, see :mod:`.cut`)."""
+    return node.op_type == "Shape" and node.domain in ("", "ai.onnx")
+
+
 def _table(graph: Graph, name: str, node: onnx.NodeProto) -> np.ndarray:
     value = graph.constant(name)
     if value is None:
@@ -86,7 +91,7 @@ def find(graph: Graph, ln: LayerNorm) -> Sum:
         name = stack.pop()
         node = graph.producer.get(name)
         if node is not None and node.op_type == "Add" and node.domain in ("", "ai.onnx"):
-            readers = [u for u in graph.users(name) if id(u) not in inside]
+            readers = [u for u in graph.users(name) if id(u) not in inside and not _shape_only(u)]
             if readers or name in graph.outputs:
                 where = describe(readers[0]) if readers else "a graph output"
                 raise ValueError(f"{describe(node)}: a partial sum of the embeddings is also read by {where}")
@@ -96,7 +101,7 @@ def find(graph: Graph, ln: LayerNorm) -> Sum:
             continue
         leaf = _leaf(graph, name, ln)
         if isinstance(leaf, Lookup):
-            readers = [u for u in graph.users(name) if id(u) not in inside]
+            readers = [u for u in graph.users(name) if id(u) not in inside and not _shape_only(u)]
             if readers or name in graph.outputs:
                 where = describe(readers[0]) if readers else "a graph output"
                 raise ValueError(f"{describe(leaf.node)}: its rows are also read by {where}")
