@@ -177,7 +177,7 @@ def cut(graph: Graph, ln: LayerNorm, found: Sum, roles: Roles) -> onnx.ModelProt
     del g.input[:]
     g.input.extend(inputs)
     vi = [onnx.ValueInfoProto() for _ in value_info]
-    for a, b in zip(vi, value_info):
+    for a, b in zip(vi, value_info, strict=True):
         a.CopyFrom(b)
     del g.value_info[:]
     g.value_info.extend(vi)

@@ -109,7 +109,7 @@ class Graph:
                 stack.pop()
                 continue
             node = self.producer.get(top)
-            if node is None or node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
+            if node is None or (node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx")):
                 memo[top] = frozenset()
                 stack.pop()
                 continue

@@ -86,16 +86,16 @@ def _decomposed(graph: Graph, first: onnx.NodeProto) -> LayerNorm | None:
     if not _last_axis(graph, first):
         return None
     x = first.input[0]
-    sub = next((n for n in graph.users(first.output[0]) if n.op_type == "Sub" and list(n.input) == [x, first.output[0]]),
-               None)
+    mean = first.output[0]
+    sub = next((n for n in graph.users(mean) if n.op_type == "Sub" and list(n.input) == [x, mean]), None)
     if sub is None:
         return None
     d = sub.output[0]
     users = graph.users(d)
     if len(users) != 2:
         return None
-    square = next((n for n in users if n.op_type == "Pow" and n.input[0] == d and _scalar(graph, n.input[1]) == 2.0
-                   or n.op_type == "Mul" and list(n.input) == [d, d]), None)
+    square = next((n for n in users if (n.op_type == "Pow" and n.input[0] == d and _scalar(graph, n.input[1]) == 2.0)
+                   or (n.op_type == "Mul" and list(n.input) == [d, d])), None)
     scale = next((n for n in users if n is not square and n.op_type in ("Div", "Mul") and n.input[0] == d), None)
     if square is None or scale is None:
         return None

@@ -110,7 +110,7 @@ def find_roles(graph: Graph, found: Sum) -> Roles:
     rng = np.random.default_rng(0)
     shape = (2, 6)
     probe = {n: rng.integers(0, 2, size=shape) for n in int_inputs}
-    values = dict(zip(names, evaluate(graph, names, probe, shape)))
+    values = dict(zip(names, evaluate(graph, names, probe, shape), strict=True))
 
     direct: dict[int, str] = {}
     for lk in lookups:
