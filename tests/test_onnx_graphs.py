@@ -238,3 +238,18 @@ def test_model_proto_not_changed_and_files_written(tmp_path):
     assert model.SerializeToString() == before
     assert sorted(p.name for p in (tmp_path / "new" / "dir").iterdir()) == [
         "config.json", "encoder.onnx", "model.safetensors"]
+
+
+def test_cli_split_onnx(tmp_path, capsys):
+    from bertembed._cli import main
+
+    path = tmp_path / "model.onnx"
+    onnx.save(build(positions="padding"), str(path))
+    assert main(["split-onnx", str(path), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "encoder.onnx (inputs: inputs_embeds, attention_mask)" in out
+    assert "model_type roberta, positions padding" in out
+    onnx.save(build(positions="mask"), str(path))
+    assert main(["split-onnx", str(path), str(tmp_path / "out2")]) == 1
+    assert "computed from an attention mask" in capsys.readouterr().err
+    assert not (tmp_path / "out2" / "encoder.onnx").exists()
