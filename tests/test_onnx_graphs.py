@@ -253,3 +253,22 @@ def test_cli_split_onnx(tmp_path, capsys):
     assert main(["split-onnx", str(path), str(tmp_path / "out2")]) == 1
     assert "computed from an attention mask" in capsys.readouterr().err
     assert not (tmp_path / "out2" / "encoder.onnx").exists()
+
+
+def test_external_data_read_and_written(tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    model = build()
+    onnx.save_model(model, str(source / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="model.onnx.data", size_threshold=0)
+    split_model(source / "model.onnx", tmp_path / "out")
+    assert (tmp_path / "out" / "encoder.onnx.data").is_file()
+    _check(build(), tmp_path / "again")  # the same graph, inline: same numbers
+    layer_a = BertEmbeddings.from_pretrained(tmp_path / "out")
+    layer_b = BertEmbeddings.from_pretrained(tmp_path / "again")
+    ids = np.array([[1, 2, PAD, 4]])
+    np.testing.assert_array_equal(layer_a(ids), layer_b(ids))
+    encoder = onnx.load(str(tmp_path / "out" / "encoder.onnx"))
+    feeds = {"inputs_embeds": layer_a(ids), "attention_mask": np.ones_like(ids)}
+    np.testing.assert_array_equal(_run(encoder, feeds)[0],
+                                  _run(onnx.load(str(tmp_path / "again" / "encoder.onnx")), feeds)[0])

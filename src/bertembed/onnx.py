@@ -130,9 +130,12 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
         external = False
     else:
         path = Path(model)
-        proto = onnx.load(str(path), load_external_data=True)
-        external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in onnx.load(
-            str(path), load_external_data=False).graph.initializer) if path.stat().st_size < (1 << 31) else True
+        proto = onnx.load(str(path), load_external_data=False)
+        external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
+        if external:
+            from onnx.external_data_helper import load_external_data_for_model
+
+            load_external_data_for_model(proto, str(path.resolve().parent))
     graph = Graph(proto)
     ln = None
     for node in graph.nodes:
@@ -164,7 +167,7 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
         encoder_path = staging / "encoder.onnx"
         if big:
             onnx.save_model(encoder, str(encoder_path), save_as_external_data=True, all_tensors_to_one_file=True,
-                            location="encoder.onnx.data", size_threshold=1024)
+                            location="encoder.onnx.data", size_threshold=0)
         else:
             onnx.save_model(encoder, str(encoder_path))
         inputs = tuple(i.name for i in encoder.graph.input)
