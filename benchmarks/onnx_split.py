@@ -27,10 +27,7 @@ import json
 import subprocess
 import sys
 import tempfile
-import warnings
 from pathlib import Path
-
-import numpy as np
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
@@ -67,79 +64,79 @@ def families() -> None:
                       flush=True)
 
 
-def _export_whole(model_dir: Path, path: Path) -> None:
-    import inspect
+_EXPORT_CHILD = """
+import inspect, sys, warnings
+import torch, transformers
+model = transformers.AutoModel.from_pretrained(sys.argv[1]).eval()
+params = inspect.signature(model.forward).parameters
+names = ["input_ids", "attention_mask"]
+if "token_type_ids" in params and getattr(model.config, "type_vocab_size", 0):
+    names.append("token_type_ids")
+class Whole(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = model
+    def forward(self, *args):
+        return self.model(**dict(zip(names, args))).last_hidden_state
+example = tuple(torch.full((2, 7), 7) if n == "input_ids" else torch.ones(2, 7, dtype=torch.long) for n in names)
+axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.onnx.export(Whole(), example, sys.argv[2], input_names=names, output_names=["last_hidden_state"],
+                      dynamic_axes=axes, opset_version=17, dynamo=False)
+"""
 
-    import torch
-    import transformers
+_COMPARE_CHILD = """
+import json, sys
+import onnxruntime as ort
+from bertembed import BertEmbeddings
+whole_path, split_dir, pad, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+whole = ort.InferenceSession(whole_path, providers=["CPUExecutionProvider"])
+encoder = ort.InferenceSession(split_dir + "/encoder.onnx", providers=["CPUExecutionProvider"])
+layer = BertEmbeddings.from_pretrained(split_dir)
+rng = np.random.default_rng(0)
+ids = rng.integers(3, vocab, size=(4, 64))
+ids[ids == pad] = pad + 1
+lengths = np.array([64, 40, 9, 1])
+right = np.arange(64)[None, :] < lengths[:, None]
+worst_abs = worst_rel = 0.0
+for mask in (right, right[:, ::-1]):
+    batch = np.where(mask, ids, pad)
+    feed = {"input_ids": batch, "attention_mask": mask.astype(np.int64), "token_type_ids": np.zeros_like(batch)}
+    want = whole.run(None, {i.name: feed[i.name] for i in whole.get_inputs()})[0]
+    feed["inputs_embeds"] = layer(batch)
+    got = encoder.run(None, {i.name: feed[i.name] for i in encoder.get_inputs()})[0]
+    diff = float(np.abs(got - want).max())
+    worst_abs = max(worst_abs, diff)
+    worst_rel = max(worst_rel, diff / max(1.0, float(np.abs(want).max())))
+print(json.dumps({"abs": worst_abs, "rel": worst_rel}))
+"""
 
-    model = transformers.AutoModel.from_pretrained(str(model_dir)).eval()
-    params = inspect.signature(model.forward).parameters
-    names = ["input_ids", "attention_mask"]
-    if "token_type_ids" in params and getattr(model.config, "type_vocab_size", 0):
-        names.append("token_type_ids")
 
-    class Whole(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *args):  # type: ignore[no-untyped-def]
-            return self.model(**dict(zip(names, args, strict=True))).last_hidden_state
-
-    example = tuple(torch.full((2, 7), 7) if n == "input_ids" else torch.ones(2, 7, dtype=torch.long)
-                    for n in names)
-    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Whole(), example, str(path), input_names=names, output_names=["last_hidden_state"],
-                          dynamic_axes=axes, opset_version=17, dynamo=False)
-
-
-def _compare(whole_path: Path, split_dir: Path, pad: int, vocab: int) -> tuple[float, float]:
-    import onnxruntime as ort
-
-    from bertembed import BertEmbeddings
-
-    whole = ort.InferenceSession(str(whole_path), providers=["CPUExecutionProvider"])
-    encoder = ort.InferenceSession(str(split_dir / "encoder.onnx"), providers=["CPUExecutionProvider"])
-    layer = BertEmbeddings.from_pretrained(split_dir)
-    rng = np.random.default_rng(0)
-    ids = rng.integers(3, vocab, size=(4, 64))
-    ids[ids == pad] = pad + 1
-    lengths = np.array([64, 40, 9, 1])
-    right = np.arange(64)[None, :] < lengths[:, None]
-    worst_abs = worst_rel = 0.0
-    for mask in (right, right[:, ::-1]):
-        batch = np.where(mask, ids, pad)
-        m = mask.astype(np.int64)
-        feed = {"input_ids": batch, "attention_mask": m, "token_type_ids": np.zeros_like(batch)}
-        want = whole.run(None, {i.name: feed[i.name] for i in whole.get_inputs()})[0]
-        feed["inputs_embeds"] = layer(batch)
-        got = encoder.run(None, {i.name: feed[i.name] for i in encoder.get_inputs()})[0]
-        diff = float(np.abs(got - want).max())
-        worst_abs = max(worst_abs, diff)
-        worst_rel = max(worst_rel, diff / max(1.0, float(np.abs(want).max())))
-    return worst_abs, worst_rel
+def _child(code: str, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    lines = done.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
 
 
 def real(model_dirs: list[str]) -> None:
+    # Every step runs in its own process, started from this small one: ru_maxrss is kept across
+    # fork and exec, so a child of a process that had loaded torch would report torch's peak.
     print(f"{'model':22s} {'file MB':>8s} {'RSS before MB':>13s} {'peak RSS MB':>11s} {'layer check':>11s} "
           f"{'max abs diff':>12s} {'max rel diff':>12s}")
     for model_dir in map(Path, model_dirs):
         config = json.loads((model_dir / "config.json").read_text())
+        name = config.get("_name_or_path") or model_dir.name
         with tempfile.TemporaryDirectory() as tmp:
             whole = Path(tmp) / "model.onnx"
-            _export_whole(model_dir, whole)
-            done = subprocess.run([sys.executable, "-c", _SPLIT_CHILD, str(whole), str(Path(tmp) / "split")],
-                                  capture_output=True, text=True, check=True)
-            child = json.loads(done.stdout.strip().splitlines()[-1])
+            _child(_EXPORT_CHILD, str(model_dir), str(whole))
+            split = _child(_SPLIT_CHILD, str(whole), str(Path(tmp) / "split"))
             pad = int(config.get("pad_token_id") or 0)
-            diff_abs, diff_rel = _compare(whole, Path(tmp) / "split", pad, int(config["vocab_size"]))
+            diff = _child(_COMPARE_CHILD, str(whole), str(Path(tmp) / "split"), str(pad), str(config["vocab_size"]))
             size = sum(p.stat().st_size for p in Path(tmp).glob("model.onnx*")) / 1e6
-            print(f"{model_dir.name:22s} {size:8.0f} {child['before_kib'] / 1024:13.0f} "
-                  f"{child['peak_kib'] / 1024:11.0f} {child['layer_check']:11.2e} {diff_abs:12.2e} {diff_rel:12.2e}"
-                  f"   ({child['model_type']}, {child['rule']}, {child['layer_norm']})", flush=True)
+            print(f"{Path(name).name:22s} {size:8.0f} {split['before_kib'] / 1024:13.0f} "
+                  f"{split['peak_kib'] / 1024:11.0f} {split['layer_check']:11.2e} {diff['abs']:12.2e} "
+                  f"{diff['rel']:12.2e}   ({split['model_type']}, {split['rule']}, {split['layer_norm']})", flush=True)
 
 
 def main() -> int:

@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 import transformers
-from hf_families import batches, make_checkpoint
+from hf_families import VARIANTS, batches, make_checkpoint
 
 EXPORTERS = ("classic14", "classic17", "dynamo", "ort")
-FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert", "deberta-v2", "modernbert", "mpnet")
+FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert", "deberta-v2", "deberta-v2-v3style",
+            "modernbert", "mpnet")
 
 
 def input_names(model: torch.nn.Module) -> list[str]:
@@ -53,9 +54,11 @@ class _Whole(torch.nn.Module):
 
 
 def export(model_type: str, exporter: str, directory: Path) -> tuple[Path, dict[str, Any]]:
-    """Write ``directory/model.onnx`` of a small random `model_type`; return it and the model's config."""
+    """Write ``directory/model.onnx`` of a small random `model_type` (or variant of
+    ``hf_families.VARIANTS``); return it and the model's config."""
     directory.mkdir(parents=True, exist_ok=True)
-    model = make_checkpoint(model_type, directory / "checkpoint")
+    model_type, overrides = VARIANTS[model_type]
+    model = make_checkpoint(model_type, directory / "checkpoint", **overrides)
     if exporter == "ort":
         model = transformers.AutoModel.from_pretrained(directory / "checkpoint", attn_implementation="eager").eval()
     with torch.no_grad():  # N(0, 1) matrices blow activations up layer after layer; keep them near real scales
