@@ -9,7 +9,10 @@ and writes it with one of :data:`EXPORTERS`:
 - ``ort``: the classic opset-17 export of the model with eager attention, then
   ONNX Runtime's transformers optimizer (``model_type="bert"``), which fuses
   what it recognises (EmbedLayerNormalization, SkipLayerNormalization,
-  Attention).
+  Attention);
+- ``int8``: the ``classic17`` file through ONNX Runtime's dynamic quantisation
+  (``quantize_dynamic``: int8 weights for MatMul and Gather, so the tables
+  are looked up quantised and dequantised after the lookup).
 
 The graph takes ``input_ids``, ``attention_mask`` and, for a family whose
 forward takes them, ``token_type_ids``; it returns ``last_hidden_state``.
@@ -27,7 +30,7 @@ import torch
 import transformers
 from hf_families import VARIANTS, batches, make_checkpoint
 
-EXPORTERS = ("classic14", "classic17", "dynamo", "ort")
+EXPORTERS = ("classic14", "classic17", "dynamo", "ort", "int8")
 FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "albert", "deberta-v2", "deberta-v2-v3style",
             "modernbert", "mpnet")
 
@@ -53,9 +56,24 @@ class _Whole(torch.nn.Module):
         return self.model(**kwargs).last_hidden_state
 
 
+def quantize(path: Path, directory: Path) -> Path:
+    """``directory/model.onnx``: `path` dynamically quantised by ONNX Runtime."""
+    import logging
+
+    from onnxruntime.quantization import quantize_dynamic
+
+    directory.mkdir(parents=True, exist_ok=True)
+    logging.getLogger().setLevel(logging.ERROR)  # the advice to pre-process first
+    quantize_dynamic(str(path), str(directory / "model.onnx"))
+    return directory / "model.onnx"
+
+
 def export(model_type: str, exporter: str, directory: Path) -> tuple[Path, dict[str, Any]]:
     """Write ``directory/model.onnx`` of a small random `model_type` (or variant of
     ``hf_families.VARIANTS``); return it and the model's config."""
+    if exporter == "int8":
+        path, config = export(model_type, "classic17", directory / "classic17")
+        return quantize(path, directory), config
     directory.mkdir(parents=True, exist_ok=True)
     model_type, overrides = VARIANTS[model_type]
     model = make_checkpoint(model_type, directory / "checkpoint", **overrides)

@@ -43,7 +43,9 @@ def build(*, ln="layernorm", positions="absolute", types=True, opset=17, extra=(
     word = rng.standard_normal((V, H)).astype(np.float32)
     nodes = []
     if quantised:
-        inits += [_c("word_q", (word * 20).astype(np.int8)), _c("scale", np.float32(0.05)), _c("zp", np.int8(0))]
+        scale = np.float32(0.05) if quantised == "per-tensor" else np.full(H, 0.05, np.float32)
+        zero = np.int8(0) if quantised == "per-tensor" else np.zeros(H, np.int8)
+        inits += [_c("word_q", (word * 20).astype(np.int8)), _c("scale", scale), _c("zp", zero)]
         nodes += [helper.make_node("Gather", ["word_q", "input_ids"], ["tok_q"]),
                   helper.make_node("DequantizeLinear", ["tok_q", "scale", "zp"], ["tok"])]
     else:
@@ -221,9 +223,13 @@ def test_refuses_partial_sum_read_elsewhere(tmp_path):
         split_model(build(outputs_extra=("sum1",)), tmp_path)
 
 
-def test_refuses_quantised_table(tmp_path):
-    with pytest.raises(ValueError, match=r"DequantizeLinear node .*quantised embedding table"):
-        split_model(build(quantised=True), tmp_path)
+def test_dequantised_table_is_split_exactly(tmp_path):
+    _check(build(quantised="per-tensor"), tmp_path)
+
+
+def test_refuses_quantised_table_per_axis(tmp_path):
+    with pytest.raises(ValueError, match=r"DequantizeLinear node .*cannot be dequantised exactly: its scale"):
+        split_model(build(quantised="per-axis"), tmp_path)
 
 
 def test_refuses_no_layernorm(tmp_path):

@@ -105,7 +105,8 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
         exactly (the message names the node and why): positions computed from
         the attention mask, the ids read after the embeddings other than by
         their shape, a lookup's rows or a partial sum read elsewhere (a tied
-        output table), quantised tables; or the layer's check failed.
+        output table), a quantised table with a per-axis scale; or the layer's
+        check failed.
 
     Examples
     --------

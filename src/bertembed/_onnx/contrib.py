@@ -54,3 +54,16 @@ class EmbedLayerNormalization(OpRun):
 
 
 OPS = [SkipLayerNormalization, EmbedLayerNormalization]
+
+
+class DequantizeLinear(OpRun):
+    """Per-tensor ``(x - zero_point) * scale`` (onnx's reference evaluator has it from opset 19 only)."""
+
+    op_domain = ""
+
+    def _run(self, x, scale, zero_point=None, axis=None, block_size=None, output_dtype=None):  # type: ignore[no-untyped-def]
+        zero = 0 if zero_point is None else zero_point.astype(np.int32)
+        return ((x.astype(np.int32) - zero).astype(np.float32) * scale.astype(np.float32),)
+
+
+OPS = [*OPS, DequantizeLinear]

@@ -56,7 +56,7 @@ def _shape_dims(node: onnx.NodeProto, rank: int) -> tuple[int, int]:
 
 def _full_shape(graph: Graph, found: Sum, roles: Roles) -> set[str]:
     """The token lookup's output and the partial sums holding it (all of shape (B, S, H))."""
-    if roles.token.indices is None or roles.token.node.op_type != "Gather":
+    if roles.token.indices is None or roles.token.node.op_type not in ("Gather", "DequantizeLinear"):
         return set()
     adds = {id(n) for n in found.nodes if n.op_type == "Add"}
     names = {roles.token.node.output[0]}

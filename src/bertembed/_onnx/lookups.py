@@ -50,6 +50,30 @@ def _table(graph: Graph, name: str, node: onnx.NodeProto) -> np.ndarray:
     return value
 
 
+def _dequantized(graph: Graph, node: onnx.NodeProto) -> Lookup:
+    """``DequantizeLinear(Gather(q_table, indices), scale, zero_point)`` (ONNX Runtime's dynamic quantisation
+    of a lookup) as a lookup of the dequantised table: the same float32 values, computed once."""
+    gather = graph.producer.get(node.input[0])
+    why = None
+    if gather is None or gather.op_type != "Gather" or next((a.i for a in gather.attribute if a.name == "axis"), 0):
+        why = "its input is not a lookup of rows"
+    else:
+        q = graph.constant(gather.input[0])
+        scale = graph.constant(node.input[1])
+        zero = graph.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros((), np.int32)
+        if q is None or q.ndim != 2 or q.dtype.kind not in "iu":
+            why = "the quantised table is not a 2-D integer constant"
+        elif scale is None or zero is None or scale.size != 1 or zero.size != 1:
+            why = "its scale and zero point are not per-tensor constants"
+        elif [u for u in graph.users(gather.output[0]) if u is not node] or gather.output[0] in graph.outputs:
+            why = "the quantised rows are also read elsewhere"
+    if why is not None:
+        raise ValueError(f"{describe(node)}: a quantised embedding table that cannot be dequantised exactly: {why}")
+    table = ((q.astype(np.int32) - zero.astype(np.int32).reshape(())).astype(np.float32)
+             * scale.astype(np.float32).reshape(()))
+    return Lookup(node, table, gather.input[1])
+
+
 def _leaf(graph: Graph, name: str, ln: LayerNorm) -> Lookup | np.ndarray:
     value = graph.constant(name)
     if value is not None:
@@ -60,6 +84,8 @@ def _leaf(graph: Graph, name: str, ln: LayerNorm) -> Lookup | np.ndarray:
     node = graph.producer.get(name)
     if node is None:
         raise ValueError(f"{describe(ln.node)}: its input {name!r} is a graph input, not a sum of table lookups")
+    if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx"):
+        return _dequantized(graph, node)
     if node.op_type in _QUANTISED:
         raise ValueError(f"{describe(node)}: a quantised embedding table (a dynamically quantised graph?), "
                          "which is not supported")
@@ -107,6 +133,8 @@ def find(graph: Graph, ln: LayerNorm) -> Sum:
                 raise ValueError(f"{describe(leaf.node)}: its rows are also read by {where}")
             lookups.append(leaf)
             nodes.append(leaf.node)
+            if leaf.node.op_type == "DequantizeLinear":
+                nodes.append(graph.producer[leaf.node.input[0]])
         else:
             constants.append(leaf)
     if not lookups:
