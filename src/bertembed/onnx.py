@@ -33,7 +33,7 @@ EXTERNAL_DATA_BYTES = 1 << 30
 class SplitResult:
     """What :func:`split_model` wrote and found.
 
-    Attributes
+    Parameters
     ----------
     encoder : Path
         ``OUT_DIR/encoder.onnx``: the graph after the embedding LayerNorm.
