@@ -88,6 +88,7 @@ with warnings.catch_warnings():
 
 _COMPARE_CHILD = """
 import json, sys
+import numpy as np
 import onnxruntime as ort
 from bertembed import BertEmbeddings
 whole_path, split_dir, pad, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
