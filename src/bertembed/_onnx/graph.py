@@ -69,9 +69,15 @@ class Graph:
         return self.model.graph.node
 
     def constant(self, name: str) -> np.ndarray | None:
-        """The value of `name` if it is an initializer or a Constant node's output, else None."""
+        """The value of `name` if it is an initializer or a Constant node's output, else None.
+
+        An initializer's array is made once and kept (the tables are read several times).
+        """
         if name in self.initializers:
-            return numpy_helper.to_array(self.initializers[name])
+            cache = self.__dict__.setdefault("_arrays", {})
+            if name not in cache:
+                cache[name] = numpy_helper.to_array(self.initializers[name])
+            return cache[name]
         node = self.producer.get(name)
         if node is not None and node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             for attr in node.attribute:
@@ -148,14 +154,22 @@ class Graph:
 
 
 def submodel(graph: Graph, outputs: list[str], extra_nodes: Iterable[onnx.NodeProto] = ()) -> onnx.ModelProto:
-    """A model computing `outputs` from the graph inputs they need (for onnx's reference evaluator)."""
+    """A model computing `outputs` from the graph inputs they need (for onnx's reference evaluator).
+
+    The initializers it reads are inputs of the model (fed with :meth:`Graph.constant`'s arrays),
+    so that no table is copied into it.
+    """
     nodes = graph.needed(outputs)
     names: set[str] = set()
     for node in nodes:
         names.update(node_inputs(node))
     names.update(outputs)
-    inits = [graph.initializers[n] for n in sorted(names) if n in graph.initializers]
+    inits: list[onnx.TensorProto] = []
     inputs = [graph.inputs[n] for n in graph.inputs if n in names]
+    for n in sorted(names):
+        if n in graph.initializers:
+            t = graph.initializers[n]
+            inputs.append(onnx.helper.make_tensor_value_info(n, t.data_type, list(t.dims)))
     outs = [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in outputs]
     g = onnx.helper.make_graph([*nodes, *extra_nodes], "probe", inputs, outs, inits)
     m = onnx.helper.make_model(g, opset_imports=list(graph.model.opset_import), ir_version=graph.model.ir_version)

@@ -55,7 +55,8 @@ def feeds(graph: Graph, model: onnx.ModelProto, values: dict[str, np.ndarray], s
     """Inputs for `model`: `values` where given, else ones (masks) of `shape`, in each input's dtype."""
     out = {}
     for i in model.graph.input:
-        if i.name in model.graph.initializer:
+        if i.name in graph.initializers:
+            out[i.name] = graph.constant(i.name)
             continue
         dtype = input_dtype(graph, i.name)
         if dtype is None:
