@@ -168,7 +168,7 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
         encoder_path = staging / "encoder.onnx"
         if big:
             onnx.save_model(encoder, str(encoder_path), save_as_external_data=True, all_tensors_to_one_file=True,
-                            location="encoder.onnx.data", size_threshold=0)
+                            location="encoder.onnx.data", size_threshold=1024)
         else:
             onnx.save_model(encoder, str(encoder_path))
         inputs = tuple(i.name for i in encoder.graph.input)

@@ -170,17 +170,13 @@ def cut(graph: Graph, ln: LayerNorm, found: Sum, roles: Roles) -> onnx.ModelProt
         copy = onnx.NodeProto()
         copy.CopyFrom(node)
         new_nodes.append(copy)
-    produced = {o for n in new_nodes for o in n.output}
-    value_info = [v for v in g.value_info if v.name in produced]
     del g.node[:]
     g.node.extend(new_nodes)
     del g.input[:]
     g.input.extend(inputs)
-    vi = [onnx.ValueInfoProto() for _ in value_info]
-    for a, b in zip(vi, value_info, strict=True):
-        a.CopyFrom(b)
+    # Shapes recorded by the exporter may name the ids' dimensions or hold stale ranks: ONNX
+    # Runtime infers them again from inputs_embeds.
     del g.value_info[:]
-    g.value_info.extend(vi)
     inits = g.initializer
     for k in reversed(range(len(inits))):
         if inits[k].name not in read:

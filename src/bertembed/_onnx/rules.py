@@ -128,6 +128,10 @@ def find_roles(graph: Graph, found: Sum) -> Roles:
     ids_input = direct[id(token)]
     roles = Roles(token=token, ids_input=ids_input)
     vocab = token.table.shape[0]
+    every = (np.arange(-(-vocab // 8) * 8) % vocab).reshape(-1, 8)
+    got = evaluate(graph, [token.indices], {ids_input: every}, every.shape)[0]
+    if not np.array_equal(np.broadcast_to(got, every.shape), every):
+        raise ValueError(f"{describe(token.node)}: its indices are not the ids {ids_input!r} for every id")
 
     for lk in lookups:
         if lk is token:
@@ -170,6 +174,15 @@ def _fit_positions_or_row(graph: Graph, lk: Lookup, roles: Roles, vocab: int, in
     candidates.append(("padding", int(every.flat[p]), int(got.flat[p])))
     rng = np.random.default_rng(1)
     for kind, a, b in candidates:
+        # First on the probe holding every id (a pad id a random probe would miss shows here).
+        if kind == "row":
+            want_every = np.full(shape, a)
+        elif kind == "absolute":
+            want_every = np.broadcast_to(np.arange(shape[1]) + a, shape)
+        else:
+            want_every = _padding_positions(every, a, b)
+        if not np.array_equal(got, want_every):
+            continue
         ok = True
         for probe_shape in ((3, 7), (2, 1), (4, 12)):
             pad = a if kind == "padding" else 0
