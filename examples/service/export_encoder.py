@@ -39,7 +39,7 @@ import numpy as np
 import onnxruntime as ort
 import torch
 import transformers
-from pipeline import SERVICE_FILE, SERVICE_FORMAT, load_tokenizer
+from pipeline import SERVICE_FILE, SERVICE_FORMAT, load_tokenizer, pad_token_of
 from st_config import SentenceConfig, UnsupportedModel, read_sentence_config
 from tokenizers import Tokenizer
 from torch import nn
@@ -156,15 +156,6 @@ def _place_files(model_dir: Path, out_dir: Path, config: SentenceConfig, link: s
     return relative
 
 
-def _pad_token(tokenizer_path: Path, model_config: dict) -> tuple[int, str]:
-    """The padding id and token: the tokenizer file's, else the model config's pad_token_id."""
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    if tokenizer.padding is not None:
-        return int(tokenizer.padding["pad_id"]), str(tokenizer.padding["pad_token"])
-    pad_id = int(model_config.get("pad_token_id") or 0)
-    return pad_id, tokenizer.id_to_token(pad_id) or "[PAD]"
-
-
 def _export_onnx(head: EncoderHead, hidden_size: int, path: Path) -> int:
     """torch.onnx.export (the torch.export-based exporter) with dynamic batch and sequence."""
     example = (torch.zeros(2, 8, hidden_size), torch.ones(2, 8, dtype=torch.int64))
@@ -234,7 +225,7 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
             raise UnsupportedModel(f"{transformer}: no {name} (the service needs it)")
     with open(transformer / "config.json", encoding="utf-8") as fh:
         model_config = json.load(fh)
-    pad_id, pad_token = _pad_token(transformer / "tokenizer.json", model_config)
+    pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
 
     model = BertModel.from_pretrained(transformer, attn_implementation="eager", add_pooling_layer=False).eval()
     head = EncoderHead(model.encoder, config.pooling, config.normalize).eval()

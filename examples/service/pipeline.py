@@ -110,6 +110,15 @@ def load_tokenizer(path: str | os.PathLike[str], *, max_seq_length: int, do_lowe
     return tokenizer
 
 
+def pad_token_of(tokenizer_path: str | os.PathLike[str], model_config: dict) -> tuple[int, str]:
+    """The padding id and token: the tokenizer file's, else the model config's pad_token_id."""
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    if tokenizer.padding is not None:
+        return int(tokenizer.padding["pad_id"]), str(tokenizer.padding["pad_token"])
+    pad_id = int(model_config.get("pad_token_id") or 0)
+    return pad_id, tokenizer.id_to_token(pad_id) or "[PAD]"
+
+
 class BertembedStep:
     """The embedding layer with bertembed: a memory map of the checkpoint's tables.
 
