@@ -73,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "bench",
         help="compare bertembed with NumPy, torch and ONNX Runtime",
         description="Time bertembed and each installed peer on random BERT-base-shaped "
-        "tables (fixed seed) and print the medians, the ratios and the project's performance goals (see the performance page of the docs). "
+        "tables (fixed seed) and print the medians, the ratios and the project's performance goals "
+        "(see the performance page of the docs). "
         "By default each contender is timed alone in its own fresh process, torch and ONNX "
         "Runtime at the faster of 1 and T threads, bertembed at its automatic choice and at 1 and T.",
     )
