@@ -736,14 +736,60 @@ def test_embed_text_errors(
     write_tokenizer(directory)
     rc, _, err = run(capsys, "embed", directory, "--text", "the " * 20)
     assert rc == 1
-    assert_error_line(err, "the text has 22 tokens", "16 positions")
+    assert_error_line(err, "the text has 22 tokens", "more than the 16", "pass --truncate")
     rc, _, err = run(capsys, "embed", directory, "--text", "the " * 7, "--text-pair", "cat " * 7)
     assert rc == 1
-    assert_error_line(err, "the pair has 17 tokens", "16 positions")
+    assert_error_line(err, "the pair has 17 tokens", "more than the 16", "pass --truncate")
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     rc, _, err = run(capsys, "embed", directory, "--text", "hi")
     assert rc == 1
     assert_error_line(err, "needs the optional 'tokenizers' package")
+
+
+def test_embed_text_truncate(capsys: pytest.CaptureFixture[str], tmp_path: Path, model) -> None:
+    """--truncate cuts to the position table's 16 rows as the tokenizer's own truncation does."""
+    tokenizers = pytest.importorskip("tokenizers")
+    directory, tables = model
+    write_tokenizer(directory)
+    reference_tok = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
+    reference_tok.enable_truncation(max_length=16)
+    for texts in (["the " * 20], ["the " * 7, "cat " * 7], ["the cat sat " * 9, "it"]):
+        out = tmp_path / "cut.npy"
+        pair = ["--text-pair", texts[1]] if len(texts) == 2 else []
+        rc, stdout, err = run(capsys, "embed", directory, "--text", texts[0], *pair, "--truncate", "--out", out)
+        assert rc == 0, err
+        want = reference_tok.encode(*texts)
+        assert len(want.ids) == 16 and want.tokens[0] == "[CLS]" and want.tokens[-1] == "[SEP]"
+        assert want.tokens.count("[SEP]") == len(texts)  # the special tokens are kept
+        assert text_rows(stdout) == [(s, t, i, g) for s, (t, i, g)
+                                     in enumerate(zip(want.tokens, want.ids, want.type_ids, strict=True))]
+        assert "--truncate:" in stdout and "cut to 16" in stdout
+        np.testing.assert_allclose(np.load(out), expected(tables, [want.ids], [want.type_ids]),
+                                   **tolerance(np.float32))
+    # a text that fits is not touched, and says nothing about truncation
+    rc, stdout, err = run(capsys, "embed", directory, "--text", "the cat sat", "--truncate")
+    assert rc == 0, err
+    assert "--truncate:" not in stdout and len(text_rows(stdout)) == 5
+    # --truncate is for texts
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.zeros((1, 4), np.int64))
+    rc, _, err = run(capsys, "embed", directory, "--ids", ids, "--out", tmp_path / "o.npy", "--truncate")
+    assert rc == 2
+    assert_error_line(err, "--truncate goes with --text")
+
+
+@pytest.mark.parametrize("rule", ["absolute", "offset", "padding"])
+def test_max_tokens_is_what_the_layer_accepts(rule: str) -> None:
+    rng = np.random.default_rng(3)
+    tok, pos = rng.standard_normal((30, 4)), rng.standard_normal((12, 4))
+    kwargs = {"absolute": {}, "offset": {"position_rule": bertembed.PositionRule("absolute", offset=2)},
+              "padding": {"position_rule": "padding", "padding_idx": 1}}[rule]
+    layer = BertEmbeddings(tok, pos, None, **kwargs)
+    n = cli_embed.max_tokens(layer)
+    layer(np.full((1, n), 5))
+    with pytest.raises(ValueError):
+        layer(np.full((1, n + 1), 5))
+    assert cli_embed.max_tokens(BertEmbeddings(tok, None, None)) is None
 
 
 def test_embed_text_type_beyond_the_segment_table(
