@@ -1,4 +1,4 @@
-"""The default cases and the DESIGN.md performance goals the harness measures."""
+"""The default cases and the performance goals the harness measures (docs: the performance page)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def make_case(
     return Case(name, dtype, layer_norm, batch, seq, out, table_dtype=table_dtype)
 
 
-#: The DESIGN.md goal rows first, then a float32 + LayerNorm batch sweep at
+#: The goal rows first, then a float32 + LayerNorm batch sweep at
 #: S=128 (together with the goal rows: B = 1, 2, 4, 8, 16, 32) for plots.
 DEFAULT_CASES: list[Case] = [
     make_case("float64", False, 32, 512),
@@ -57,7 +57,7 @@ DEFAULT_CASES: list[Case] = [
 
 @dataclass(frozen=True)
 class Goal:
-    """A DESIGN.md performance goal: a ratio of two measured times against a bound.
+    """A performance goal: a ratio of two measured times against a bound.
 
     ``ratio = time(numerator) / time(denominator)``, where each side is the
     fastest of the named contenders in the named case (each contender at its
@@ -83,7 +83,7 @@ class Goal:
 
 _PEERS_LN = ("onnxruntime", "torch")
 
-#: The rows of DESIGN.md's performance table that timing can measure (the
+#: The performance goals (the docs' performance page) that timing can measure (the
 #: memory rows are :data:`PEAK_MEMORY_GOAL` and benchmarks/run.py). The
 #: bertembed side is always bertembed at its automatic thread choice.
 GOALS: list[Goal] = [

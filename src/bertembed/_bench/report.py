@@ -10,7 +10,7 @@ from .data import BERTEMBED, BERTEMBED_T, SCENARIOS
 #: Column order of the table (contenders not listed here come after, in order of appearance).
 COLUMNS = [BERTEMBED, BERTEMBED_T, "numpy", "take", "copyto", "torch", "onnxruntime"]
 
-#: DESIGN.md's goal rows that these tables do not measure.
+#: The performance goals (docs: the performance page) that these tables do not measure.
 NOT_TIMED = (
     "peak memory of one call <= 1.1x the result is measured by benchmarks/run.py; "
     "the bfloat16-checkpoint private memory and int8-table rows are not measured by the harness"
@@ -116,13 +116,21 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def format_goals(results: Sequence[Mapping[str, Any]]) -> str:
-    """The DESIGN.md goal rows the run measured: ratio, bound and verdict.
+#: The first line of the goal rows of a smoke test (``--quick``).
+SMOKE_TEST = "smoke test: figures from a short run; not a verdict on the goals"
+
+
+def format_goals(results: Sequence[Mapping[str, Any]], judged: bool = True) -> str:
+    """The performance goals the run measured: ratio, bound and verdict.
 
     Parameters
     ----------
     results : sequence of dict
         The output of :func:`bertembed._bench.runner.run`.
+    judged : bool, default True
+        False for a smoke test (``--quick``: few samples, one round): the
+        ratios are printed but every verdict reads "(not judged)", under a
+        first line that says so.
 
     Returns
     -------
@@ -130,6 +138,11 @@ def format_goals(results: Sequence[Mapping[str, Any]]) -> str:
         One row per goal of a case that was run; "n/a" with the reason when
         a side of the ratio was not measured (a missing library, bfloat16
         tables this bertembed refuses, a case not selected).
+
+    Examples
+    --------
+    >>> print(format_goals([], judged=False))
+    (no performance goal among the cases run)
     """
     rows = []
     for r in results:
@@ -138,9 +151,11 @@ def format_goals(results: Sequence[Mapping[str, Any]]) -> str:
                 measured, verdict = "-", f"n/a: {g.get('reason', 'not measured')}"
             else:
                 measured = f"{g['ratio']:.2f}"
-                verdict = ("met" if g["met"] else "MISSED") + f" ({g['numerator']} / {g['denominator']})"
+                verdict = ("met" if g["met"] else "MISSED") if judged else "(not judged)"
+                verdict += f" ({g['numerator']} / {g['denominator']})"
             rows.append([f"{g['text']} {g['op']} {g['bound']:g}", measured, verdict])
     if not rows:
-        return "(no DESIGN.md goal among the cases run)"
-    return "\n".join([f"DESIGN.md goals ({scenario_text(results)})",
-                      *_grid(["goal", "measured", "verdict"], rows), f"not here: {NOT_TIMED}"])
+        return "(no performance goal among the cases run)"
+    title = f"performance goals, see the performance page of the docs ({scenario_text(results)})"
+    head = [SMOKE_TEST, title] if not judged else [title]
+    return "\n".join([*head, *_grid(["goal", "measured", "verdict"], rows), f"not here: {NOT_TIMED}"])
