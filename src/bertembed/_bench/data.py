@@ -49,6 +49,8 @@ class Case:
         Dtype of the token, position and segment tables when it differs from
         ``dtype`` (``"bfloat16"``: ``ml_dtypes.bfloat16`` arrays rounded from
         the ``dtype`` tables). The LayerNorm parameters stay ``dtype``.
+        ``"int8"``: the inputs keep ``dtype`` tables and bertembed's layer
+        quantises its token table (``table_dtype="int8"``) when it is built.
     """
 
     name: str
@@ -186,7 +188,7 @@ def _tables(case: Case, seed: int, cache: dict[Any, Any]) -> tuple[np.ndarray, .
             arrays.append(arr)
         cache[key] = tuple(arrays)
     tables = cache[key]
-    if case.table_dtype is None or case.table_dtype == case.dtype:
+    if case.table_dtype in (None, case.dtype, "int8"):  # int8: the layer quantises
         return tables
     low_key = (*key, case.table_dtype)
     if low_key not in cache:
