@@ -242,6 +242,19 @@ def test_int8_case_is_checked_against_its_dequantised_table_and_timed(scenario):
     assert r["timings"]["bertembed"]["median_s"] > 0, r["skipped"]
 
 
+def test_id_sets_are_cycled_and_the_first_is_checked():
+    case = Case("tiny-sets", "float32", True, 2, 5, id_sets=3, **TINY)
+    inputs = data.make_inputs(case)
+    assert inputs.id_sets.shape == (3, 2, 5) and np.array_equal(inputs.id_sets[0], inputs.ids)
+    assert not np.array_equal(inputs.id_sets[1], inputs.ids)
+    call = subject.bertembed_call(case, inputs, 1)
+    got = [call() for _ in range(4)]
+    for k, ids in enumerate([*inputs.id_sets, inputs.id_sets[0]]):
+        np.testing.assert_array_equal(got[k], call.layer(ids, inputs.segment_ids))
+    [r] = _run([case], [], scenario="isolated", threads=1)
+    assert r["timings"]["bertembed"]["median_s"] > 0, r["skipped"]
+
+
 def test_a_wrong_int8_kernel_is_a_mismatch(monkeypatch):
     real = subject.BertembedCall.__call__
     monkeypatch.setattr(subject.BertembedCall, "__call__",
@@ -257,6 +270,7 @@ def test_tables_family_and_its_goals():
     assert {(c.batch, c.seq) for c in big} == {(32, 512), (8, 128)}
     assert {c.table_dtype for c in big} == {None, "bfloat16", "int8"}
     assert all("V250k" in c.name for c in big)
+    assert all(c.id_sets * c.batch * c.seq >= cases.TABLE_ROWS_PER_CYCLE for c in cases.TABLE_CASES)
     assert cases.family("default") == cases.DEFAULT_CASES
     with pytest.raises(ValueError, match="unknown case family"):
         cases.family("nope")

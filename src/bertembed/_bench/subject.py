@@ -27,7 +27,9 @@ def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Bertembed
     BertembedCall
         One call per invocation; with ``case.out`` it writes into a buffer
         allocated (and touched) here. ``case.table_dtype == "int8"``: the
-        layer quantises its token table when it is built (untimed).
+        layer quantises its token table when it is built (untimed). With
+        ``case.id_sets > 1`` the calls cycle through the id sets, the first
+        call on ``inputs.ids``.
     """
     d = inputs
     ln: dict[str, Any] = {}
@@ -39,21 +41,27 @@ def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Bertembed
     if case.out:
         kw["out"] = np.zeros((case.batch, case.seq, case.H), case.dtype)
         kw["out"].fill(1.0)
-    return BertembedCall(layer, d.ids, d.segment_ids, kw)
+    sets = [d.ids] if d.id_sets is None else list(d.id_sets)
+    return BertembedCall(layer, sets, d.segment_ids, kw)
 
 
 class BertembedCall:
-    """One ``layer(ids, segment_ids, **kwargs)`` call per invocation; ``layer`` is kept
-    for the check of a quantised case (its tables as the kernel reads them)."""
+    """One ``layer(ids, segment_ids, **kwargs)`` call per invocation, the ids the
+    next of the id sets in turn; ``layer`` is kept for the check of a quantised
+    case (its tables as the kernel reads them)."""
 
-    def __init__(self, layer: BertEmbeddings, ids: np.ndarray, segment_ids: np.ndarray,
+    def __init__(self, layer: BertEmbeddings, id_sets: list[np.ndarray], segment_ids: np.ndarray,
                  kwargs: dict[str, Any]) -> None:
         self.layer = layer
-        self._args = (ids, segment_ids)
+        self._sets = id_sets
+        self._segments = segment_ids
         self._kwargs = kwargs
+        self._next = 0
 
     def __call__(self) -> np.ndarray:
-        return self.layer(*self._args, **self._kwargs)
+        ids = self._sets[self._next]
+        self._next = (self._next + 1) % len(self._sets)
+        return self.layer(ids, self._segments, **self._kwargs)
 
 
 def token_values(call: BertembedCall) -> np.ndarray:
