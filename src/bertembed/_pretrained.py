@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import _saved
 from . import _tables as T
 from ._api import Tables, prepare_tables
 from ._families import BARE_FILE_MODEL_TYPE, EmbeddingSpec, bare_file_spec, embedding_spec
@@ -39,8 +40,9 @@ class Checkpoint(NamedTuple):
     tables: Tables
     rule: PositionRule
     zero_masked_rows: bool
-    model_type: str
+    model_type: str | None
     path: str  # absolute; what pickling stores
+    dtype: str | None = None  # a saved layer's result dtype
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -166,6 +168,9 @@ def read(
         raise FileNotFoundError(f"{p}: no such file or directory")
     source = _weights(p)
     settings, where = _config(config, p)
+    if settings is not None and _saved.is_saved(settings):  # written by save_pretrained
+        got = _saved.read(source, settings, where, table_dtype)
+        return Checkpoint(got.tables, got.rule, got.zero_masked_rows, got.model_type, str(p.resolve()), got.dtype)
     spec = bare_file_spec() if settings is None else embedding_spec(settings, source=where)
     prefix = _prefix(spec, source, bare=settings is None)
 
