@@ -310,6 +310,21 @@ def test_bench_cases_repeats_threads(
     assert "tiny-f32-ln-B1" not in out
 
 
+def test_bench_tables_family(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny = [bench_data.Case(f"tiny-tables{suffix}", "float32", True, 2, 8, V=50, P=16, H=8, table_dtype=kind)
+            for suffix, kind in (("", None), ("-i8", "int8"))]
+    monkeypatch.setattr(bench_cases, "TABLE_CASES", tiny)
+    out_json = tmp_path / "tables.json"
+    rc, out, err = run(capsys, "bench", "--family", "tables", "--quick", "--json", out_json, "-q")
+    assert rc == 0, err
+    assert "token-table dtypes" in out and "tiny-tables-i8" in out
+    results = json.loads(out_json.read_text())
+    assert [r["name"] for r in results] == ["tiny-tables", "tiny-tables-i8"]
+    assert all(set(r["timings"]) == {"bertembed", "bertembed-fixed"} for r in results)  # no peers
+
+
 def test_bench_plot(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
 ) -> None:

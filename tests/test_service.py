@@ -366,6 +366,50 @@ def test_tables_are_shared_between_workers(server: Server, out_dir: Path) -> Non
     print("\n" + "\n".join(lines))
 
 
+#: Least cosine with sentence-transformers' float32 embeddings, per converted table dtype.
+CONVERTED_MIN_COSINE = {"bfloat16": 0.9999, "int8": 0.999}
+
+
+@pytest.mark.parametrize("table_dtype", list(CONVERTED_MIN_COSINE))
+def test_converted_tables_are_saved_mapped_and_shared(
+    out_dir: Path, reference, tmp_path: Path, table_dtype: str
+) -> None:
+    """export_encoder.py --table-dtype: the converted layer saved next to the encoder, mapped by every worker."""
+    export = tmp_path / "export"
+    export.mkdir()
+    for entry in out_dir.iterdir():  # the module's export, linked (service.json copied: it is rewritten)
+        if entry.name == "service.json":
+            (export / entry.name).write_bytes(entry.read_bytes())
+        elif not entry.name.startswith("server"):
+            (export / entry.name).symlink_to(entry)
+    export_encoder = _load("export_encoder")
+    entry = export_encoder.save_embeddings(export, table_dtype)
+    saved = export / entry["dir"] / "model.safetensors"
+    assert entry["table_dtype"] == table_dtype and saved.is_file()
+    assert json.loads((export / "service.json").read_text())["embeddings"] == entry
+
+    running = Server(export, tmp_path / "server.log")
+    try:
+        running.wait_ready()
+        texts = TEXTS["short"] + TEXTS["non-ASCII"] + TEXTS["long"][:1]
+        expected = reference.encode(texts, normalize_embeddings=True, convert_to_numpy=True).astype(np.float64)
+        cosines = _cosines(_embed(running, texts), expected)
+        assert cosines.min() >= CONVERTED_MIN_COSINE[table_dtype], cosines
+        mib = 1 << 20
+        for pid in running.workers():
+            mapped = procinfo.file_mapping(pid, saved)
+            print(f"\n{table_dtype} tables ({entry['bytes'] / mib:.1f} MiB): worker {pid} maps "
+                  f"{saved.name} Rss {mapped['Rss'] / mib:.1f} MiB, Pss {mapped['Pss'] / mib:.1f} MiB, "
+                  f"private {_private(mapped) / mib:.2f} MiB; process Pss {procinfo.memory(pid)['Pss'] / mib:.1f} MiB")
+            assert mapped["mappings"] >= 1 and mapped["Rss"] >= 0.9 * entry["bytes"]
+            assert _private(mapped) <= mib  # the page cache's pages, no private copy
+            assert abs(mapped["Pss"] - entry["bytes"] / WORKERS) <= 0.1 * entry["bytes"] / WORKERS + mib
+            assert procinfo.file_mapping(pid, out_dir / "model.safetensors")["mappings"] == 0
+    finally:
+        running.stop()
+    assert "Traceback" not in running.log(), running.log()
+
+
 def _chunks(size: int) -> Iterator[bytes]:
     """A body sent with chunked transfer encoding (no Content-Length)."""
     yield b'{"texts": ["'

@@ -159,3 +159,57 @@ def format_goals(results: Sequence[Mapping[str, Any]], judged: bool = True) -> s
     title = f"performance goals, see the performance page of the docs ({scenario_text(results)})"
     head = [SMOKE_TEST, title] if not judged else [title]
     return "\n".join([*head, *_grid(["goal", "measured", "verdict"], rows), f"not here: {NOT_TIMED}"])
+
+
+def _table_bytes(r: Mapping[str, Any], kind: str | None) -> str:
+    size = {None: 4, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}.get(kind)
+    if size is None:
+        return "?"
+    return f"{r['V'] * r['H'] * size / 2**20:.3g} MiB"
+
+
+def format_table_dtypes(results: Sequence[Mapping[str, Any]]) -> str:
+    """bertembed with low-precision token tables against float32 tables of the same case.
+
+    Parameters
+    ----------
+    results : sequence of dict
+        The output of :func:`bertembed._bench.runner.run` (the ``tables``
+        family).
+
+    Returns
+    -------
+    str
+        One row per case with a ``table_dtype`` whose float32-table twin
+        (same rows, shape and result dtype) was run: the token table's size,
+        bertembed's median and ``float32-table median / this median`` (above
+        1: the narrower table is faster), and the same ratio of the fastest
+        samples. Empty when there is no such pair.
+    """
+    def key(r: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (r["V"], r["H"], r["batch"], r["seq"], r["dtype"], r["layer_norm"], r.get("out"))
+
+    plain = {key(r): r for r in results if r.get("table_dtype") is None and BERTEMBED in r["timings"]}
+    rows = []
+    shown = None
+    for r in results:
+        base = plain.get(key(r))
+        if r.get("table_dtype") is None or base is None:
+            continue
+        if shown is not base:
+            shown = base
+            t = base["timings"][BERTEMBED]
+            rows.append([base["name"], "float32", _table_bytes(base, None), fmt_time(t["median_s"]),
+                         "1", "1"])
+        if BERTEMBED not in r["timings"]:
+            status = r["skipped"].get(BERTEMBED, {}).get("status", "not measured")
+            rows.append([r["name"], r["table_dtype"], _table_bytes(r, r["table_dtype"]), status, "-", "-"])
+            continue
+        t, b = r["timings"][BERTEMBED], base["timings"][BERTEMBED]
+        rows.append([r["name"], r["table_dtype"], _table_bytes(r, r["table_dtype"]), fmt_time(t["median_s"]),
+                     f"{b['median_s'] / t['median_s']:.2f}", f"{b['min_s'] / t['min_s']:.2f}"])
+    if not rows:
+        return ""
+    header = ["case", "token table", "size", "bertembed", "f32 / this (median)", "(fastest)"]
+    return "\n".join([f"token-table dtypes, bertembed at its automatic threads ({scenario_text(results)})",
+                      *_grid(header, rows)])
