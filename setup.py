@@ -80,7 +80,8 @@ ext = Extension(
     # 1.23 API level: the wheels run with NumPy 1.23 and newer.
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_23_API_VERSION"),
                    ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
-    depends=[f"src/bertembed/{h}" for h in ("_omp.h", "_rows.h", "_row_body.h", "_convert.h")],
+    depends=[f"src/bertembed/{h}" for h in ("_omp.h", "_rows.h", "_row_body.h", "_convert.h", "_cpu.h",
+                                             "_threads.h", "_quantize.h")],
 )
 
 setup(

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build bertembed with AddressSanitizer + UndefinedBehaviorSanitizer and run
-# the test suite and the fuzz target against that build.
+# the test suite and the fuzz targets against that build.
 #
-#   bash .ci/sanitize.sh                 # everything (FUZZ_SECONDS=90 of fuzzing)
+#   bash .ci/sanitize.sh                 # everything (FUZZ_SECONDS=90 of fuzzing, shared by the targets)
 #   FUZZ_SECONDS=0 bash .ci/sanitize.sh  # no fuzzing
 #
 # Environment: PYTHON (default python3), SANITIZE_WORK (a work directory to
@@ -158,22 +158,37 @@ if [[ $rc -ne 0 ]]; then
     exit "$rc"
 fi
 
-# 5. The fuzz target, time-bounded.
-if [[ "$FUZZ_SECONDS" != "0" ]]; then
-    echo "== sanitize: fuzzing for $FUZZ_SECONDS s"
-    mkdir -p "$WORK/fuzz-corpus"
+# 5. The fuzz targets, time-bounded: FUZZ_SECONDS in all, half for the
+#    embedding call (fuzz_embed.py), half shared by the five checkpoint readers
+#    (fuzz_checkpoints.py: safetensors header, sharded index, zip directory,
+#    unpickler, config.json).
+fuzz() {  # fuzz <label> <seconds> <script and arguments...>
+    local label="$1" seconds="$2" status
+    shift 2
+    echo "== sanitize: fuzzing $label for $seconds s"
+    mkdir -p "$WORK/fuzz-corpus/$label"
     new_logs
     set +e
-    run "$VPY" tests/fuzz_embed.py -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=4096 \
-        -print_final_stats=1 -artifact_prefix="$WORK/" "$WORK/fuzz-corpus" \
-        > "$WORK/fuzz.log" 2>&1
+    run "$VPY" "$@" -max_total_time="$seconds" -rss_limit_mb=4096 \
+        -print_final_stats=1 -artifact_prefix="$WORK/$label-" "$WORK/fuzz-corpus/$label" \
+        > "$WORK/fuzz-$label.log" 2>&1
     status=$?
     set -e
-    grep -v '^INFO: Instrumenting' "$WORK/fuzz.log" | tail -40
-    check_logs "the fuzz target"
+    grep -v '^INFO: Instrumenting' "$WORK/fuzz-$label.log" | tail -20
+    check_logs "the fuzz target $label"
     if [[ $status -ne 0 ]]; then
-        echo "sanitize: the fuzz target failed (exit $status); log: $WORK/fuzz.log" >&2
+        echo "sanitize: the fuzz target $label failed (exit $status); log: $WORK/fuzz-$label.log" >&2
         exit "$status"
     fi
+}
+if [[ "$FUZZ_SECONDS" != "0" ]]; then
+    readers=(safetensors index zip pickle config)
+    embed_seconds=$(( (FUZZ_SECONDS + 1) / 2 ))
+    reader_seconds=$(( (FUZZ_SECONDS - embed_seconds) / ${#readers[@]} ))
+    (( reader_seconds >= 1 )) || reader_seconds=1
+    fuzz embed "$embed_seconds" tests/fuzz_embed.py
+    for target in "${readers[@]}"; do
+        fuzz "$target" "$reader_seconds" tests/fuzz_checkpoints.py "$target"
+    done
 fi
 echo "== sanitize: all passed"

@@ -224,6 +224,77 @@ def test_bfloat16_case_is_unavailable_or_timed(scenario):
     assert "numpy@1" not in r["variants"]  # peers do not apply to low-precision tables
 
 
+# --------------------------------------------------------------------------- the tables family
+
+I8 = Case("tiny-f32-ln-i8", "float32", True, 2, 5, table_dtype="int8", **TINY)
+
+
+@pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
+def test_int8_case_is_checked_against_its_dequantised_table_and_timed(scenario):
+    inputs = data.make_inputs(I8)
+    assert inputs.tok.dtype == np.float32  # the layer quantises
+    call = subject.bertembed_call(I8, inputs, 1)
+    assert call.layer.table_dtype == "int8"
+    values = subject.token_values(call)
+    assert not np.array_equal(values, inputs.tok)  # quantised ...
+    np.testing.assert_allclose(values, inputs.tok, atol=np.ptp(inputs.tok, axis=1).max() / 255)  # ... closely
+    [r] = _run([I8, LN32], [], scenario=scenario, threads=2)[:1]
+    assert r["timings"]["bertembed"]["median_s"] > 0, r["skipped"]
+
+
+def test_id_sets_are_cycled_and_the_first_is_checked():
+    case = Case("tiny-sets", "float32", True, 2, 5, id_sets=3, **TINY)
+    inputs = data.make_inputs(case)
+    assert inputs.id_sets.shape == (3, 2, 5) and np.array_equal(inputs.id_sets[0], inputs.ids)
+    assert not np.array_equal(inputs.id_sets[1], inputs.ids)
+    call = subject.bertembed_call(case, inputs, 1)
+    got = [call() for _ in range(4)]
+    for k, ids in enumerate([*inputs.id_sets, inputs.id_sets[0]]):
+        np.testing.assert_array_equal(got[k], call.layer(ids, inputs.segment_ids))
+    [r] = _run([case], [], scenario="isolated", threads=1)
+    assert r["timings"]["bertembed"]["median_s"] > 0, r["skipped"]
+
+
+def test_a_wrong_int8_kernel_is_a_mismatch(monkeypatch):
+    real = subject.BertembedCall.__call__
+    monkeypatch.setattr(subject.BertembedCall, "__call__",
+                        lambda self: real(self) + (0.1 if self.layer.table_dtype == "int8" else 0.0))
+    [r] = _run([I8], [])
+    assert r["skipped"]["bertembed"]["status"] == "mismatch"
+
+
+def test_tables_family_and_its_goals():
+    names = [c.name for c in cases.family("tables")]
+    assert names == [c.name for c in cases.TABLE_CASES] and len(names) == 12
+    big = [c for c in cases.TABLE_CASES if c.V == cases.BIG_VOCAB]
+    assert {(c.batch, c.seq) for c in big} == {(32, 512), (8, 128)}
+    assert {c.table_dtype for c in big} == {None, "bfloat16", "int8"}
+    assert all("V250k" in c.name for c in big)
+    assert all(c.id_sets * c.batch * c.seq >= cases.TABLE_ROWS_PER_CYCLE for c in cases.TABLE_CASES)
+    assert cases.family("default") == cases.DEFAULT_CASES
+    with pytest.raises(ValueError, match="unknown case family"):
+        cases.family("nope")
+    keys = {g.key: g for g in cases.GOALS}
+    goal = keys["int8-1.3x-V250k-B8-S128"]
+    assert (goal.case, goal.numerator_case, goal.bound) == (
+        "f32-ln-V250k-i8-B8-S128", "f32-ln-V250k-B8-S128", 1.3)
+    assert keys["bfloat16-1.2x-V250k-B32-S512"].bound == 1.2
+
+
+def test_table_dtypes_report():
+    results = [_fake("f32-ln-V250k-B8-S128", bertembed=3e-3), _fake("f32-ln-V250k-bf16-B8-S128", bertembed=2e-3),
+               _fake("f32-ln-V250k-i8-B8-S128", bertembed=4e-3), _fake("f32-ln-B8-S128", bertembed=1e-3)]
+    for r, kind in zip(results, (None, "bfloat16", "int8", None), strict=True):
+        r.update(V=30522 if "V250k" not in r["name"] else 250_002, H=768, batch=8, seq=128,
+                 dtype="float32", layer_norm=True, out=False, table_dtype=kind)
+    runner.evaluate_goals(results)
+    assert results[1]["goals"]["bfloat16-1.2x-V250k-B8-S128"]["ratio"] == pytest.approx(1.5)
+    assert results[2]["goals"]["int8-1.3x-V250k-B8-S128"]["met"] is False
+    text = report.format_table_dtypes(results)
+    assert "1.50" in text and "0.75" in text and "183 MiB" in text and "f32-ln-B8-S128" not in text
+    assert report.format_table_dtypes(results[3:]) == ""
+
+
 # --------------------------------------------------------------------------- goals
 
 
@@ -252,7 +323,12 @@ def test_goals_are_ratios_of_the_named_contenders():
     assert copy["ratio"] == pytest.approx(1.2) and copy["met"] is True and copy["op"] == "<="
     assert "f32-ln-B32-S512" not in {g.case for g in cases.GOALS if g.key.startswith("bf16")}
     text = report.format_goals(results)
-    assert "MISSED" in text and "met" in text and "n/a" in text
+    assert "MISSED" in text and "met" in text and "n/a" in text and report.SMOKE_TEST not in text
+    smoke = report.format_goals(results, judged=False)  # --quick: the same ratios, no verdict
+    assert smoke.splitlines()[0] == report.SMOKE_TEST
+    assert "MISSED" not in smoke and "met (" not in smoke and "n/a" in smoke
+    assert smoke.count("(not judged)") == text.count("MISSED") + text.count("met (")
+    assert f"{80 / 50:.2f}" in text and f"{80 / 50:.2f}" in smoke  # torch / bertembed on B1, the ratio shown either way
 
 
 def test_goal_without_its_reference_case():
@@ -271,8 +347,10 @@ def test_custom_goal():
 
 def test_default_cases_cover_the_goals():
     names = {c.name for c in cases.DEFAULT_CASES}
-    assert {g.case for g in cases.GOALS} | {g.numerator_case for g in cases.GOALS if g.numerator_case} <= names
-    assert len(names) == len(cases.DEFAULT_CASES)
+    tables = {c.name for c in cases.TABLE_CASES}
+    assert ({g.case for g in cases.GOALS} | {g.numerator_case for g in cases.GOALS if g.numerator_case}
+            <= names | tables)
+    assert len(names) == len(cases.DEFAULT_CASES) and len(tables) == len(cases.TABLE_CASES)
     sweep = sorted(c.batch for c in cases.DEFAULT_CASES
                    if c.dtype == "float32" and c.layer_norm and c.seq == 128)
     assert sweep == [1, 2, 4, 8, 16, 32]
@@ -360,7 +438,7 @@ def test_benchmarks_run_script(tmp_path):
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "scenario: isolated" in proc.stdout and "DESIGN.md goals" in proc.stdout
+    assert "scenario: isolated" in proc.stdout and "performance goals" in proc.stdout
     saved = json.loads(out.read_text())
     assert [r["name"] for r in saved["results"]] == ["f32-ln-B1-S128"]
     assert saved["results"][0]["scenario"] == "isolated"

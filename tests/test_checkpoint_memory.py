@@ -2,7 +2,7 @@
 
 A BERT-base-shaped bfloat16 checkpoint is loaded and called once in a fresh
 process; the growth of its private memory (RssAnon, Linux) must stay within
-DESIGN.md's 8 MiB. The control, the same checkpoint converted to float32 at
+the memory goal's 8 MiB. The control, the same checkpoint converted to float32 at
 load time (a private copy, as before tables were read natively), grows by
 about twice the table, which shows the measurement can fail.
 """

@@ -20,6 +20,7 @@ import bertembed
 from bertembed import BertEmbeddings
 from bertembed._bench import cases as bench_cases
 from bertembed._bench import data as bench_data
+from bertembed._bench import report
 from bertembed._cli import demo as cli_demo
 from bertembed._cli import embed as cli_embed
 from bertembed._cli.common import ProgressBar
@@ -187,11 +188,11 @@ def _demo_rows(out: str) -> list[list[str]]:
     return rows
 
 
-def test_demo_prints_the_seed_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_prints_the_worked_numbers(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(capsys, "demo")
     assert rc == 0 and err == ""
-    assert "[0.25, -0.48, 0.81, 0.74]" in out  # the seed's E_cat
-    assert "[-0.24, 0.71, 0.34, -0.09]" in out  # the seed's E_slept
+    assert "[0.25, -0.48, 0.81, 0.74]" in out  # E_cat worked by hand
+    assert "[-0.24, 0.71, 0.34, -0.09]" in out  # E_slept worked by hand
     assert "token_ids    = [101, 1996, 4937, 2938, 102, 2009, 14195, 102]" in out
     assert "position_ids = [0, 1, 2, 3, 4, 5, 6, 7]" in out
     assert "segment_ids  = [0, 0, 0, 0, 0, 1, 1, 1]" in out
@@ -309,6 +310,21 @@ def test_bench_cases_repeats_threads(
     assert "tiny-f32-ln-B1" not in out
 
 
+def test_bench_tables_family(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny = [bench_data.Case(f"tiny-tables{suffix}", "float32", True, 2, 8, V=50, P=16, H=8, table_dtype=kind)
+            for suffix, kind in (("", None), ("-i8", "int8"))]
+    monkeypatch.setattr(bench_cases, "TABLE_CASES", tiny)
+    out_json = tmp_path / "tables.json"
+    rc, out, err = run(capsys, "bench", "--family", "tables", "--quick", "--json", out_json, "-q")
+    assert rc == 0, err
+    assert "token-table dtypes" in out and "tiny-tables-i8" in out
+    results = json.loads(out_json.read_text())
+    assert [r["name"] for r in results] == ["tiny-tables", "tiny-tables-i8"]
+    assert all(set(r["timings"]) == {"bertembed", "bertembed-fixed"} for r in results)  # no peers
+
+
 def test_bench_plot(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]
 ) -> None:
@@ -371,7 +387,9 @@ def test_bench_module_default_case(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "f32-ln-B1-S128" in proc.stdout and "bertembed" in proc.stdout
-    assert "DESIGN.md goals" in proc.stdout and "np.take" in proc.stdout
+    assert "performance goals" in proc.stdout and report.SMOKE_TEST in proc.stdout
+    assert "(not judged)" in proc.stdout and "MISSED" not in proc.stdout and "met (" not in proc.stdout
+    assert "np.take" in proc.stdout
     assert "100%" in proc.stderr
     [result] = json.loads(out_json.read_text())
     assert (result["batch"], result["seq"], result["V"], result["H"]) == (1, 128, 30522, 768)
@@ -733,14 +751,60 @@ def test_embed_text_errors(
     write_tokenizer(directory)
     rc, _, err = run(capsys, "embed", directory, "--text", "the " * 20)
     assert rc == 1
-    assert_error_line(err, "the text has 22 tokens", "16 positions")
+    assert_error_line(err, "the text has 22 tokens", "more than the 16", "pass --truncate")
     rc, _, err = run(capsys, "embed", directory, "--text", "the " * 7, "--text-pair", "cat " * 7)
     assert rc == 1
-    assert_error_line(err, "the pair has 17 tokens", "16 positions")
+    assert_error_line(err, "the pair has 17 tokens", "more than the 16", "pass --truncate")
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     rc, _, err = run(capsys, "embed", directory, "--text", "hi")
     assert rc == 1
     assert_error_line(err, "needs the optional 'tokenizers' package")
+
+
+def test_embed_text_truncate(capsys: pytest.CaptureFixture[str], tmp_path: Path, model) -> None:
+    """--truncate cuts to the position table's 16 rows as the tokenizer's own truncation does."""
+    tokenizers = pytest.importorskip("tokenizers")
+    directory, tables = model
+    write_tokenizer(directory)
+    reference_tok = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
+    reference_tok.enable_truncation(max_length=16)
+    for texts in (["the " * 20], ["the " * 7, "cat " * 7], ["the cat sat " * 9, "it"]):
+        out = tmp_path / "cut.npy"
+        pair = ["--text-pair", texts[1]] if len(texts) == 2 else []
+        rc, stdout, err = run(capsys, "embed", directory, "--text", texts[0], *pair, "--truncate", "--out", out)
+        assert rc == 0, err
+        want = reference_tok.encode(*texts)
+        assert len(want.ids) == 16 and want.tokens[0] == "[CLS]" and want.tokens[-1] == "[SEP]"
+        assert want.tokens.count("[SEP]") == len(texts)  # the special tokens are kept
+        assert text_rows(stdout) == [(s, t, i, g) for s, (t, i, g)
+                                     in enumerate(zip(want.tokens, want.ids, want.type_ids, strict=True))]
+        assert "--truncate:" in stdout and "cut to 16" in stdout
+        np.testing.assert_allclose(np.load(out), expected(tables, [want.ids], [want.type_ids]),
+                                   **tolerance(np.float32))
+    # a text that fits is not touched, and says nothing about truncation
+    rc, stdout, err = run(capsys, "embed", directory, "--text", "the cat sat", "--truncate")
+    assert rc == 0, err
+    assert "--truncate:" not in stdout and len(text_rows(stdout)) == 5
+    # --truncate is for texts
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.zeros((1, 4), np.int64))
+    rc, _, err = run(capsys, "embed", directory, "--ids", ids, "--out", tmp_path / "o.npy", "--truncate")
+    assert rc == 2
+    assert_error_line(err, "--truncate goes with --text")
+
+
+@pytest.mark.parametrize("rule", ["absolute", "offset", "padding"])
+def test_max_tokens_is_what_the_layer_accepts(rule: str) -> None:
+    rng = np.random.default_rng(3)
+    tok, pos = rng.standard_normal((30, 4)), rng.standard_normal((12, 4))
+    kwargs = {"absolute": {}, "offset": {"position_rule": bertembed.PositionRule("absolute", offset=2)},
+              "padding": {"position_rule": "padding", "padding_idx": 1}}[rule]
+    layer = BertEmbeddings(tok, pos, None, **kwargs)
+    n = cli_embed.max_tokens(layer)
+    layer(np.full((1, n), 5))
+    with pytest.raises(ValueError):
+        layer(np.full((1, n + 1), 5))
+    assert cli_embed.max_tokens(BertEmbeddings(tok, None, None)) is None
 
 
 def test_embed_text_type_beyond_the_segment_table(

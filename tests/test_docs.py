@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["bertembed._api", "bertembed._model", "bertembed._config", "bertembed._cli",
-           "bertembed._positions", "bertembed._families"]
+           "bertembed._positions", "bertembed._families", "bertembed._weights.errors",
+           "bertembed._weights.reading", "bertembed._weights.files"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -22,7 +23,7 @@ def test_public_names():
 
     assert set(bertembed.__all__) == {
         "BertEmbeddings", "PositionRule", "__version__", "bert_embeddings", "max_threads", "openmp_enabled",
-        "show_config",
+        "show_config", "CheckpointError", "UnsafeCheckpointError",
     }
     assert isinstance(bertembed.openmp_enabled(), bool)
     assert bertembed.max_threads() >= 1

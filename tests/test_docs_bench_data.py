@@ -104,3 +104,40 @@ def test_malformed_files_are_refused(bench_data, tmp_path, data, message):
 def test_missing_file(bench_data, tmp_path):
     with pytest.raises(bench_data.BenchDataError, match=r"no such file.*bertembed bench --json"):
         bench_data.load(tmp_path / "absent.json")
+
+
+# ------------------------------------------------------- the performance page agrees with the data
+
+PAGE = DOCS / "performance.rst"
+
+
+def test_every_contender_of_the_run_is_defined_on_the_page(bench_data):
+    run = bench_data.load(DOCS / "_data" / "bench.json")
+    page = PAGE.read_text()
+    names = {n for c in run.cases for n in c.times}
+    assert "bertembed-fixed" in names  # the harness's name, shown as a label
+    for name in names:
+        assert f"\n``{bench_data.label(name)}``\n" in page, f"{bench_data.label(name)!r} is not defined on the page"
+
+
+def test_the_page_states_no_verdict_of_its_own():
+    text = " ".join(PAGE.read_text().split())
+    assert not re.search(r"goal (is|was) (not )?(met|missed)|(not met|missed) on this machine", text, re.IGNORECASE)
+    assert ":bench-goal:`bf16-1.2x`" in text  # the verdict comes from the data
+
+
+def test_verdict_follows_the_data(bench_data, tmp_path):
+    pytest.importorskip("sphinx")
+    sys.path.insert(0, str(MODULE.parent))
+    try:
+        import bench_figure
+    finally:
+        sys.path.remove(str(MODULE.parent))
+    goal = {"text": "f32 tables / bf16 tables", "op": ">=", "bound": 1.2}
+    for ratio, met, want in ((1.49, True, "met (measured 1.49, goal >= 1.2)"),
+                             (1.05, False, "missed (measured 1.05, goal >= 1.2)"),
+                             (None, None, "not measured in this run")):
+        run = bench_data.load(write(tmp_path, [case(goals={"bf16-1.2x": {**goal, "ratio": ratio, "met": met}})]))
+        assert bench_figure.verdict(run, "bf16-1.2x") == want
+    with pytest.raises(KeyError):
+        bench_figure.verdict(run, "no-such-goal")

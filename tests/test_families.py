@@ -264,7 +264,7 @@ def test_model_type_is_matched_exactly(config):
 
 @pytest.mark.parametrize(("config", "message"), [
     ({"model_type": "bert", "layer_norm_eps": "1e-12"}, r"model_type 'bert': layer_norm_eps must be a finite number"),
-    ({"model_type": "bert", "layer_norm_eps": float("nan")}, r"layer_norm_eps must be a finite number >= 0"),
+    ({"model_type": "bert", "layer_norm_eps": float("nan")}, r"layer_norm_eps must be a finite number > 0"),
     ({"model_type": "distilbert", "hidden_size": 0}, r"model_type 'distilbert': hidden_size must be an integer >= 1"),
     ({"model_type": "ernie", "use_task_id": "yes"}, r"use_task_id must be true/false or a count >= 0, got 'yes'"),
     ({"model_type": "roberta", "pad_token_id": -1}, r"pad_token_id must be an integer >= 0, got -1"),

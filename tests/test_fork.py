@@ -3,12 +3,17 @@
 GNU libgomp keeps one worker pool per calling thread. After ``fork()`` the
 child has only the forking thread, but that thread's pool still lists the
 parent's workers, so its next parallel region waits for them forever.
-``bertembed._fork`` releases the forking thread's pool before every fork
-(``os.register_at_fork``). These tests fork after a real parallel region
-(``num_threads=2``) and kill the child if it does not answer in time.
+With libgomp, ``bertembed._fork`` releases the forking thread's pool before
+every fork (``os.register_at_fork``). LLVM's libomp restarts itself in the
+child on its own, and releasing its pool before a fork crashes it, so with
+libomp the handler does nothing. These tests fork after a real parallel
+region (``num_threads=2``), from the main thread and from others, run
+parallel regions after the fork in the child and in the parent, and kill the
+child if it does not answer in time.
 
-``test_child_hangs_without_the_fix`` is the control: the same script with the
-release disabled must hang, which shows the other tests can fail.
+``test_child_hangs_without_the_fix`` is the control (libgomp): the same
+script with the release disabled must hang, which shows the other tests can
+fail.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import pytest
 from reference import reference
 
 import bertembed
+from bertembed import _fork
+from bertembed._openmp import openmp_runtime
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -60,14 +67,6 @@ def _compute(num_threads: int = 2) -> np.ndarray:
 def _parallel_region_in_parent() -> None:
     """Run a real parallel region in the calling thread and check its result."""
     np.testing.assert_allclose(_compute(2), EXPECTED, rtol=1e-12, atol=1e-12)
-
-
-def _libgomp_loaded() -> bool:
-    try:
-        with open("/proc/self/maps") as f:
-            return "libgomp" in f.read()
-    except OSError:
-        return False
 
 
 def _read_with_deadline(fd: int, deadline: float) -> bytes | None:
@@ -150,13 +149,15 @@ def test_fork_twice_and_from_a_child_of_a_child():
 
 
 def test_fork_from_a_thread_that_ran_a_parallel_region():
-    """The at-fork hook runs in the forking thread, whose pool is the one that matters."""
+    """The at-fork hook runs in the forking thread, whose pool is the one that
+    matters; both parent threads and the child run parallel regions afterwards."""
     result: dict[str, object] = {}
 
     def worker():
         try:
             _parallel_region_in_parent()
             result["child"] = _fork_and_compute()
+            _parallel_region_in_parent()  # the forking thread, after the fork
         except BaseException as exc:
             result["error"] = exc
 
@@ -167,6 +168,16 @@ def test_fork_from_a_thread_that_ran_a_parallel_region():
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
     np.testing.assert_allclose(result["child"], EXPECTED, rtol=1e-12, atol=1e-12)
+    _parallel_region_in_parent()  # the main thread, after another thread forked
+
+
+def test_fork_handler_matches_the_runtime():
+    """The pool is released before a fork with libgomp, left alone with libomp."""
+    runtime = openmp_runtime()
+    if runtime == "libgomp":
+        assert _fork.releases_before_fork()
+    elif runtime in ("libomp", "none"):
+        assert not _fork.releases_before_fork()
 
 
 def _pool_task(seed: int) -> tuple[int, np.ndarray]:
@@ -254,7 +265,7 @@ def test_child_works_with_the_fix_in_a_fresh_process():
 
 
 @pytest.mark.skipif(not bertembed.openmp_enabled(), reason="built without OpenMP")
-@pytest.mark.skipif(not _libgomp_loaded(), reason="the hang is specific to GNU libgomp")
+@pytest.mark.skipif(openmp_runtime() != "libgomp", reason="the hang is specific to GNU libgomp")
 def test_child_hangs_without_the_fix():
     """Without the release the child deadlocks: the fork tests above are meaningful."""
     # A healthy child answers in ~0.1 s; 5 s of silence is a hang.

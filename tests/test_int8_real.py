@@ -1,4 +1,4 @@
-"""int8 token tables on real weights (all-MiniLM-L6-v2): the error DESIGN.md allows.
+"""int8 token tables on real weights (all-MiniLM-L6-v2): the error the precision goals allow.
 
 The LayerNorm output of every vocabulary token, at a few positions, from the
 int8 table against the float32 one: max abs difference <= 0.03, and the

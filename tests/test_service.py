@@ -366,6 +366,50 @@ def test_tables_are_shared_between_workers(server: Server, out_dir: Path) -> Non
     print("\n" + "\n".join(lines))
 
 
+#: Least cosine with sentence-transformers' float32 embeddings, per converted table dtype.
+CONVERTED_MIN_COSINE = {"bfloat16": 0.9999, "int8": 0.999}
+
+
+@pytest.mark.parametrize("table_dtype", list(CONVERTED_MIN_COSINE))
+def test_converted_tables_are_saved_mapped_and_shared(
+    out_dir: Path, reference, tmp_path: Path, table_dtype: str
+) -> None:
+    """export_encoder.py --table-dtype: the converted layer saved next to the encoder, mapped by every worker."""
+    export = tmp_path / "export"
+    export.mkdir()
+    for entry in out_dir.iterdir():  # the module's export, linked (service.json copied: it is rewritten)
+        if entry.name == "service.json":
+            (export / entry.name).write_bytes(entry.read_bytes())
+        elif not entry.name.startswith("server"):
+            (export / entry.name).symlink_to(entry)
+    export_encoder = _load("export_encoder")
+    entry = export_encoder.save_embeddings(export, table_dtype)
+    saved = export / entry["dir"] / "model.safetensors"
+    assert entry["table_dtype"] == table_dtype and saved.is_file()
+    assert json.loads((export / "service.json").read_text())["embeddings"] == entry
+
+    running = Server(export, tmp_path / "server.log")
+    try:
+        running.wait_ready()
+        texts = TEXTS["short"] + TEXTS["non-ASCII"] + TEXTS["long"][:1]
+        expected = reference.encode(texts, normalize_embeddings=True, convert_to_numpy=True).astype(np.float64)
+        cosines = _cosines(_embed(running, texts), expected)
+        assert cosines.min() >= CONVERTED_MIN_COSINE[table_dtype], cosines
+        mib = 1 << 20
+        for pid in running.workers():
+            mapped = procinfo.file_mapping(pid, saved)
+            print(f"\n{table_dtype} tables ({entry['bytes'] / mib:.1f} MiB): worker {pid} maps "
+                  f"{saved.name} Rss {mapped['Rss'] / mib:.1f} MiB, Pss {mapped['Pss'] / mib:.1f} MiB, "
+                  f"private {_private(mapped) / mib:.2f} MiB; process Pss {procinfo.memory(pid)['Pss'] / mib:.1f} MiB")
+            assert mapped["mappings"] >= 1 and mapped["Rss"] >= 0.9 * entry["bytes"]
+            assert _private(mapped) <= mib  # the page cache's pages, no private copy
+            assert abs(mapped["Pss"] - entry["bytes"] / WORKERS) <= 0.1 * entry["bytes"] / WORKERS + mib
+            assert procinfo.file_mapping(pid, out_dir / "model.safetensors")["mappings"] == 0
+    finally:
+        running.stop()
+    assert "Traceback" not in running.log(), running.log()
+
+
 def _chunks(size: int) -> Iterator[bytes]:
     """A body sent with chunked transfer encoding (no Content-Length)."""
     yield b'{"texts": ["'
@@ -492,3 +536,124 @@ def test_killed_worker(server: Server) -> None:
     # gunicorn replaces the worker; the new one answers.
     after = server.wait_ready(exclude=frozenset({victim}))
     assert len(after - before) == 1
+
+
+# --- The service built from a whole-model ONNX file, with torch blocked at every step -------------
+
+#: A sitecustomize.py that makes torch (and what is built on it) unimportable in a process.
+NO_TORCH = '''import sys
+
+
+class _NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers", "sentence_transformers", "onnxscript"):
+            raise ImportError(f"{name} is blocked: this step must run without torch")
+        return None
+
+
+sys.meta_path.insert(0, _NoTorch())
+'''
+
+
+@pytest.fixture(scope="module")
+def no_torch_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment variables under which a Python process cannot import torch (checked)."""
+    site = tmp_path_factory.mktemp("no-torch")
+    (site / "sitecustomize.py").write_text(NO_TORCH, encoding="utf-8")
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    env = {"PYTHONPATH": path}
+    probe = subprocess.run([sys.executable, "-c", "import torch"], env={**os.environ, **env},
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode != 0 and "blocked" in probe.stderr
+    return env
+
+
+@pytest.fixture(scope="module")
+def whole_onnx(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """all-MiniLM-L6-v2 as one ONNX graph (ids in, last_hidden_state out), as torch.onnx.export writes it."""
+    import warnings
+
+    import torch
+    import transformers
+
+    class Whole(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = transformers.AutoModel.from_pretrained(str(model_dir)).eval()
+
+        def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    model = Whole().eval()
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    path = tmp_path_factory.mktemp("whole-onnx") / "model.onnx"
+    example = (torch.full((2, 7), 7), torch.ones(2, 7, dtype=torch.long), torch.zeros(2, 7, dtype=torch.long))
+    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, example, str(path), input_names=names, output_names=["last_hidden_state"],
+                          dynamic_axes=axes, opset_version=17, dynamo=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def onnx_out_dir(model_dir: Path, whole_onnx: Path, no_torch_env: dict[str, str],
+                 tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("service-from-onnx")
+    done = subprocess.run(
+        [sys.executable, str(SERVICE / "from_onnx.py"), str(model_dir), str(out), "--onnx", str(whole_onnx)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **no_torch_env},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "model_type bert, positions absolute" in done.stdout
+    assert "pooling mean, normalize True, max_seq_length 256, dimension 384" in done.stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def onnx_server(onnx_out_dir: Path, no_torch_env: dict[str, str]) -> Iterator[Server]:
+    running = Server(onnx_out_dir, onnx_out_dir.parent / "server-from-onnx.log", **no_torch_env)
+    try:
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
+    log = running.log()
+    assert "Traceback" not in log, log
+
+
+def _whole_onnx_sentence_embeddings(whole_onnx: Path, model_dir: Path, texts: list[str]) -> np.ndarray:
+    """The whole ONNX model's token states, mean-pooled over the mask and L2-normalised (in float64)."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=256)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    encodings = tokenizer.encode_batch(texts)
+    ids = np.array([e.ids for e in encodings], np.int64)
+    mask = np.array([e.attention_mask for e in encodings], np.int64)
+    session = ort.InferenceSession(str(whole_onnx), providers=["CPUExecutionProvider"])
+    hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+    weights = mask[:, :, None].astype(np.float64)
+    pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("group", ["short", "long", "batched"])
+def test_service_from_onnx_equals_the_whole_onnx_model(onnx_server: Server, whole_onnx: Path, model_dir: Path,
+                                                       group: str) -> None:
+    texts = TEXTS[group]
+    got = _embed(onnx_server, texts)
+    expected = _whole_onnx_sentence_embeddings(whole_onnx, model_dir, texts)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+    assert _cosines(got, expected).min() >= MIN_COSINE
+
+
+def test_service_from_onnx_layout(onnx_out_dir: Path) -> None:
+    service = json.loads((onnx_out_dir / "service.json").read_text())
+    assert service["encoder"]["inputs"] == ["embeddings", "attention_mask"]
+    assert service["encoder"]["split"]["position_rule"] == "absolute"
+    assert sorted(p.name for p in onnx_out_dir.iterdir()) == [
+        "config_sentence_transformers.json", "encoder.onnx", "modules.json", "service.json", "transformer"]

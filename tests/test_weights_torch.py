@@ -34,7 +34,15 @@ from weights_helpers import (
     write_torch_zip,
 )
 
-from bertembed._weights import TensorInfo, TensorSource, TorchZipFile, UnsafeCheckpointError, open_weights, torch_pickle
+from bertembed._weights import (
+    CheckpointError,
+    TensorInfo,
+    TensorSource,
+    TorchZipFile,
+    UnsafeCheckpointError,
+    open_weights,
+    torch_pickle,
+)
 
 RNG = np.random.default_rng(7)
 W = RNG.standard_normal((6, 4)).astype("<f4")  # storage "0": 24 floats
@@ -53,7 +61,6 @@ def _basic(tmp_path, **kw):
         "t": tensor(s, (4, 6), (1, 4)),  # W.T
         "rows": tensor(s, (2, 4), offset=8),  # W[2:4]
         "col": tensor(s, (6,), (4,), offset=1),  # W[:, 1]
-        "bcast": tensor(s, (3, 4), (0, 1), offset=4),  # W[1] repeated (stride 0)
         "scalar": tensor(s, (), ()),
         "empty": tensor(s, (0, 4)),
     }
@@ -62,7 +69,7 @@ def _basic(tmp_path, **kw):
 
 EXPECTED = {
     "w": W, "tied": W, "t": W.T, "rows": W[2:4], "col": W[:, 1],
-    "bcast": np.broadcast_to(W[1], (3, 4)), "scalar": W.reshape(-1)[0], "empty": np.zeros((0, 4), np.float32),
+    "scalar": W.reshape(-1)[0], "empty": np.zeros((0, 4), np.float32),
 }
 
 
@@ -84,10 +91,25 @@ def test_keys_info_and_values(tmp_path):
         np.testing.assert_array_equal(arr, want)
 
 
+@pytest.mark.parametrize(
+    ("size", "stride"),
+    [((3, 4), (0, 1)), ((4, 3), (1, 0)), ((2, 3), (2, 1)), ((2**20, 2**20), (0, 0))],
+)
+def test_overlapping_views_are_refused_naming_the_tensor(tmp_path, size, stride):
+    """A view whose elements overlap (expand()'s stride 0) would need more bytes than its storage."""
+    s = storage("0", 24)
+    path = _archive(tmp_path, {"w": tensor(s, (6, 4)), "bcast": tensor(s, size, stride)}, name="m.bin")
+    src = TorchZipFile(path)
+    np.testing.assert_array_equal(src.array("w"), W)
+    assert src.info("bcast").shape == size
+    with pytest.raises(CheckpointError, match=r"m\.bin: tensor 'bcast' of size .* whose elements overlap"):
+        src.array("bcast")
+
+
 def test_views_of_one_mapped_storage(tmp_path):
     path = _basic(tmp_path)
     src = TorchZipFile(path)
-    for name in ("w", "tied", "t", "rows", "col", "bcast", "scalar"):
+    for name in ("w", "tied", "t", "rows", "col", "scalar"):
         assert_mapped(src.array(name), path)
     # tied weights and other views of one storage share memory, no copy
     assert np.shares_memory(src.array("w"), src.array("tied"))
@@ -472,11 +494,14 @@ def test_torch_strided_and_offset_tensors(tmp_path):
     base = torch.randn(10, 6)
     tensors = {
         "t": base.t(), "slice": base[3:7], "col": base[:, 2], "step": base[::2, 1::3],
-        "expand": torch.randn(6).expand(4, 6), "half_t": base.half().t(), "scalar": torch.tensor(1.5),
+        "half_t": base.half().t(), "scalar": torch.tensor(1.5),
     }
     path = tmp_path / "views.pt"
     torch.save(tensors, path)
     _check_against_torch(path)
+    torch.save({"expand": torch.randn(6).expand(4, 6)}, path)
+    with pytest.raises(CheckpointError, match=r"views\.pt: tensor 'expand' .* overlap"):
+        open_weights(path).array("expand")
 
 
 @pytest.mark.heavy

@@ -34,6 +34,22 @@ SCENARIOS = {
 #: The contender whose time every ratio divides by.
 SUBJECT = "bertembed"
 
+#: How the docs name a contender whose name in the JSON is not self-explanatory
+#: (the harness's ``bertembed-fixed``: bertembed at a thread count fixed by the
+#: harness, the faster of 1 and T). Every other name is shown as it is.
+LABELS = {"bertembed-fixed": "bertembed 1|T"}
+
+
+def label(name: str) -> str:
+    """The name the docs show for a contender of the JSON.
+
+    Examples
+    --------
+    >>> label("bertembed-fixed"), label("torch")
+    ('bertembed 1|T', 'torch')
+    """
+    return LABELS.get(name, name)
+
 
 class BenchDataError(ValueError):
     """The benchmark JSON is missing or does not have the harness's layout."""
@@ -48,6 +64,7 @@ class Goal:
     bound: float
     ratio: float | None
     met: bool | None
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,7 +180,7 @@ def _goals(path: Path, where: str, raw: Any) -> list[Goal]:
         met = g.get("met")
         if met is not None and not isinstance(met, bool):
             raise _fail(path, here, f"'met' must be true, false or null, got {met!r}")
-        goals.append(Goal(text, op, float(bound), None if ratio is None else float(ratio), met))
+        goals.append(Goal(text, op, float(bound), None if ratio is None else float(ratio), met, str(key)))
     return goals
 
 

@@ -15,6 +15,16 @@ directives use it:
     bertembed. Option ``:scenario:`` (default: the first in the file).
 ``.. bench-goals::``
     The goals the run evaluated: ratio, bound, met or missed.
+
+A role puts one goal's verdict in running text, so that prose never states
+a verdict the data can contradict:
+
+``:bench-goal:`KEY```
+    ``met (measured 1.49, goal >= 1.2)``, ``missed (...)`` or ``not measured``,
+    for the goal KEY (e.g. ``bf16-1.2x``) of the file's first scenario.
+
+Contenders are shown by :func:`bench_data.label` (``bertembed-fixed`` is shown
+as ``bertembed 1|T``); the performance page defines every name.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bench_data import SCENARIOS, SUBJECT, BenchDataError, BenchRun, Case, load
+from bench_data import SCENARIOS, SUBJECT, BenchDataError, BenchRun, Case, label, load
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
@@ -32,7 +42,7 @@ from sphinx.errors import SphinxError
 from sphinx.util.docutils import SphinxDirective
 
 #: Contenders in the order of the figure's legend and the table's columns.
-ORDER = ("bertembed", "bertembed-T", "numpy", "take", "copyto", "torch", "onnxruntime")
+ORDER = ("bertembed", "bertembed-fixed", "numpy", "take", "copyto", "torch", "onnxruntime")
 
 
 class BenchJSONError(SphinxError):
@@ -97,7 +107,7 @@ def draw(run: BenchRun, path: Path) -> None:
         batches = [c.batch for c in cases]
         for name in _contenders(cases):
             points = [(c.batch, c.times[name]) for c in cases if name in c.times]
-            style: dict[str, Any] = {"marker": "o", "label": name}
+            style: dict[str, Any] = {"marker": "o", "label": label(name)}
             if name == SUBJECT:
                 style.update(linewidth=2.5, zorder=3, color="black")
             elif name.startswith(SUBJECT):
@@ -107,14 +117,14 @@ def draw(run: BenchRun, path: Path) -> None:
             time_ax.plot([b for b, _ in points], [1e3 * t for _, t in points], **style)
             if not name.startswith(SUBJECT):
                 ratios = [(c.batch, c.ratio(name)) for c in cases if name in c.times]
-                ratio_ax.plot([b for b, _ in ratios], [r for _, r in ratios], marker="o", label=name,
+                ratio_ax.plot([b for b, _ in ratios], [r for _, r in ratios], marker="o", label=label(name),
                               color=colors[name])
         ratio_ax.axhline(1.0, color="black", linewidth=1)
-        label = SCENARIOS[scenario].split(" (")[0]
-        time_ax.set_title(f"{label}: time per call", fontsize="medium")
+        heading = SCENARIOS[scenario].split(" (")[0]
+        time_ax.set_title(f"{heading}: time per call", fontsize="medium")
         time_ax.set_ylabel("median ms per call (lower is better)")
         time_ax.set_yscale("log")
-        ratio_ax.set_title(f"{label}: peer time / bertembed time", fontsize="medium")
+        ratio_ax.set_title(f"{heading}: peer time / bertembed time", fontsize="medium")
         ratio_ax.set_ylabel("ratio (above 1: bertembed is faster)")
         ratio_ax.set_yscale("log", base=2)
         ratio_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -233,7 +243,7 @@ class BenchTable(_BenchDirective):
             text=f"{SCENARIOS[scenario]}; medians of {run.repeats} repeats; cell = median per call, "
             f"@threads, (contender / bertembed: above 1, bertembed is faster). {run.describe_machine()}."
         )
-        return [_table(["case", SUBJECT, *peers], rows), caption]
+        return [_table(["case", SUBJECT, *map(label, peers)], rows), caption]
 
 
 class BenchGoals(_BenchDirective):
@@ -256,10 +266,38 @@ class BenchGoals(_BenchDirective):
         return [_table(["goal", "bound", "measured", "verdict"], rows), note]
 
 
+def verdict(run: BenchRun, key: str) -> str:
+    """One goal's verdict in words, from the first scenario of `run`; KeyError if the run lacks it."""
+    scenario = run.scenarios[0]
+    for c in run.cases:
+        for g in c.goals:
+            if c.scenario == scenario and g.key == key:
+                if g.ratio is None or g.met is None:
+                    return "not measured in this run"
+                return f"{'met' if g.met else 'missed'} (measured {g.ratio:.2f}, goal {g.op} {g.bound:g})"
+    raise KeyError(key)
+
+
+def goal_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
+              options: dict[str, Any] | None = None, content: list[str] | None = None) -> tuple[list, list]:
+    """``:bench-goal:`KEY```: the verdict of goal KEY in the run, as text."""
+    env = inliner.document.settings.env
+    run = _load(env.app)
+    env.note_dependency(str(run.path))
+    try:
+        return [nodes.Text(verdict(run, text.strip()))], []
+    except KeyError:
+        keys = sorted({g.key for c in run.cases for g in c.goals})
+        message = inliner.reporter.error(f"no goal {text.strip()!r} in {run.path} (it has: {', '.join(keys)})",
+                                         line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("bench_json", "_data/bench.json", "env", types=(str,))
     app.connect("builder-inited", _prepare)
     app.add_directive("bench-figure", BenchFigure)
     app.add_directive("bench-table", BenchTable)
     app.add_directive("bench-goals", BenchGoals)
+    app.add_role("bench-goal", goal_role)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -3,6 +3,7 @@
 Usage::
 
     python compare.py OUT_DIR [--workers W] [--rounds 3] [--requests 400] [--clients 16] [--json FILE]
+    python compare.py OUT_DIR --memory-only [--workers W]
 
 Starts two services from the same export (``run.sh``, W workers each, on
 free ports): ``SERVICE_EMBEDDING=bertembed`` (the tables memory-mapped) and
@@ -14,7 +15,11 @@ half as many requests) against each variant with ``loadtest.run_load``.
 Printed: a Markdown table of the median over rounds of p50/p99 latency and
 requests/s, with the mean server-side time of the embedding step and of the
 encoder, then the memory of each variant's workers from /proc (Linux), taken
-after a short warm-up load.
+after a short warm-up load. The tables file is the one bertembed maps:
+``model.safetensors``, or the converted layer of an export made with
+``--table-dtype``. ``--memory-only`` starts the bertembed service alone and
+prints its memory, with no load rounds (to compare exports of several table
+dtypes).
 
 Needs everything the service and its torch variant need (torch, transformers).
 """
@@ -114,6 +119,14 @@ def memory_of(process: subprocess.Popen, checkpoint: Path) -> dict[str, float]:
     return mean
 
 
+def tables_file(out_dir: Path) -> Path:
+    """The file holding the tables the bertembed step maps: the saved converted layer, else the checkpoint."""
+    service = json.loads((out_dir / "service.json").read_text(encoding="utf-8"))
+    if "embeddings" in service:
+        return out_dir / service["embeddings"]["dir"] / "model.safetensors"
+    return out_dir / service["sentence"]["transformer_dir"] / "model.safetensors"
+
+
 def measure(urls: dict[str, str], rounds: int, requests: int, clients: int) -> dict[str, Any]:
     """{scenario: {variant: [summary per round]}}, variants alternating."""
     results: dict[str, dict[str, list[dict[str, Any]]]] = {s: {v: [] for v in urls} for s in SCENARIOS}
@@ -147,10 +160,14 @@ def table(results: dict[str, Any], memory: dict[str, dict[str, float]], workers:
             failed = sum(r["failed"] for r in runs)
             lines.append(f"| {scenario} | {variant} | {med['p50_ms']:.1f} | {med['p99_ms']:.1f} | "
                          f"{med['rps']:.1f} | {server['embed']:.3f} | {server['encoder']:.2f} | {failed} |")
-    lines += [
-        "",
+    return "\n".join([*lines, "", memory_table(memory, workers)])
+
+
+def memory_table(memory: dict[str, dict[str, float]], workers: int) -> str:
+    """The Markdown memory table: one row per variant, per-worker means and the master's PSS."""
+    lines = [
         "| embedding step | worker RSS MiB | worker PSS MiB | worker private MiB | "
-        "model.safetensors mapped: RSS / PSS MiB per worker | master PSS MiB |",
+        "tables file mapped: RSS / PSS MiB per worker | master PSS MiB |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for variant, m in memory.items():
@@ -168,10 +185,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write every summary here")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="start the bertembed service alone and print its memory (no load rounds)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the services on SIGTERM too
 
     log_dir = args.out_dir.resolve().parent
+    checkpoint = tables_file(args.out_dir)
+    if args.memory_only:
+        process, url = start(args.out_dir, "bertembed", args.workers, log_dir)
+        try:
+            wait_ready(process, url, args.workers)
+            asyncio.run(loadtest.run_load(url, clients=args.clients, requests=64, texts=4))
+            memory = {"bertembed": memory_of(process, checkpoint)}
+        finally:
+            stop(process)
+        print(f"{args.out_dir}: tables file {checkpoint.relative_to(args.out_dir)} "
+              f"({checkpoint.stat().st_size / MIB:.1f} MiB)")
+        print(memory_table(memory, args.workers))
+        if args.json:
+            args.json.write_text(json.dumps({"memory": memory}, indent=2))
+        return 0
     servers = {v: start(args.out_dir, v, args.workers, log_dir) for v in VARIANTS}
     try:
         for process, url in servers.values():
@@ -181,7 +215,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(loadtest.run_load(url, clients=args.clients, requests=64, texts=4))
         # Memory before the long runs: later, other jobs on the machine may
         # evict page-cache pages of the tables that no request has read again.
-        checkpoint = args.out_dir / "model.safetensors"
         memory = {v: memory_of(process, checkpoint) for v, (process, _) in servers.items()}
         results = measure(urls, args.rounds, args.requests, args.clients)
     finally:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python export_encoder.py MODEL_DIR OUT_DIR [--link {copy,symlink}]
+    python export_encoder.py MODEL_DIR OUT_DIR [--link {copy,symlink}] [--table-dtype {float32,bfloat16,int8}]
 
 ``OUT_DIR/encoder.onnx`` takes the output of the embedding layer
 (``embeddings``, float32 (batch, seq, hidden), what ``bertembed`` computes)
@@ -18,6 +18,13 @@ tokenizer files, ``modules.json`` and the modules' configs, in the same
 layout, and ``service.json`` (the settings the service needs, read from
 those files). The export is checked: ONNX Runtime and torch must agree on a
 few texts, or the command fails.
+
+With ``--table-dtype``, the embedding layer is converted once, here
+(``BertEmbeddings.from_pretrained(..., table_dtype=...)``), and saved with
+``save_pretrained`` into ``OUT_DIR/embeddings/``; ``service.json`` names that
+directory and the workers map it instead of ``model.safetensors`` (the
+converted tables are then the page cache's, shared by every worker, and no
+process converts anything).
 
 Needs torch, transformers, onnx, onnxscript and onnxruntime (build time
 only; the service itself runs without torch).
@@ -39,13 +46,19 @@ import numpy as np
 import onnxruntime as ort
 import torch
 import transformers
-from pipeline import SERVICE_FILE, SERVICE_FORMAT, load_tokenizer
+from pipeline import SERVICE_FILE, SERVICE_FORMAT, load_tokenizer, pad_token_of
 from st_config import SentenceConfig, UnsupportedModel, read_sentence_config
 from tokenizers import Tokenizer
 from torch import nn
 from transformers import BertModel
 
+from bertembed import BertEmbeddings
+
 ENCODER_FILE = "encoder.onnx"
+#: Where ``--table-dtype`` saves the converted embedding layer (relative to OUT_DIR).
+EMBEDDINGS_DIR = "embeddings"
+#: Table dtypes ``--table-dtype`` accepts.
+TABLE_DTYPES = ("float32", "bfloat16", "int8")
 INPUTS = ("embeddings", "attention_mask")
 OUTPUT = "sentence_embedding"
 
@@ -156,15 +169,6 @@ def _place_files(model_dir: Path, out_dir: Path, config: SentenceConfig, link: s
     return relative
 
 
-def _pad_token(tokenizer_path: Path, model_config: dict) -> tuple[int, str]:
-    """The padding id and token: the tokenizer file's, else the model config's pad_token_id."""
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    if tokenizer.padding is not None:
-        return int(tokenizer.padding["pad_id"]), str(tokenizer.padding["pad_token"])
-    pad_id = int(model_config.get("pad_token_id") or 0)
-    return pad_id, tokenizer.id_to_token(pad_id) or "[PAD]"
-
-
 def _export_onnx(head: EncoderHead, hidden_size: int, path: Path) -> int:
     """torch.onnx.export (the torch.export-based exporter) with dynamic batch and sequence."""
     example = (torch.zeros(2, 8, hidden_size), torch.ones(2, 8, dtype=torch.int64))
@@ -195,7 +199,37 @@ def _check(head: EncoderHead, model: BertModel, tokenizer: Tokenizer, path: Path
     return diff
 
 
-def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, link: str = "copy") -> Path:
+def save_embeddings(out_dir: str | os.PathLike[str], table_dtype: str) -> dict[str, object]:
+    """Convert the export's embedding layer to ``table_dtype``, save it, and point service.json at it.
+
+    The layer is loaded from the export's ``model.safetensors`` (the copied
+    or linked checkpoint), converted, and written with ``save_pretrained``
+    into ``out_dir/embeddings``; ``service.json`` gets an ``embeddings``
+    entry (directory, table dtype, bytes of the tables) that the service's
+    embedding step maps instead of the checkpoint.
+
+    Returns
+    -------
+    dict
+        The ``embeddings`` entry written into service.json.
+    """
+    if table_dtype not in TABLE_DTYPES:
+        raise ValueError(f"table_dtype must be one of {', '.join(TABLE_DTYPES)}, got {table_dtype!r}")
+    out_dir = Path(out_dir)
+    path = out_dir / SERVICE_FILE
+    service = json.loads(path.read_text(encoding="utf-8"))
+    layer = BertEmbeddings.from_pretrained(out_dir / service["sentence"]["transformer_dir"], table_dtype=table_dtype)
+    layer.save_pretrained(out_dir / EMBEDDINGS_DIR)
+    entry: dict[str, object] = {"dir": EMBEDDINGS_DIR, "table_dtype": layer.table_dtype, "bytes": layer.nbytes}
+    service["embeddings"] = entry
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(service, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return entry
+
+
+def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, link: str = "copy",
+           table_dtype: str | None = None) -> Path:
     """Export the encoder of ``model_dir`` and put the service's files in ``out_dir``.
 
     Parameters
@@ -207,6 +241,9 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
         Created if needed; its files of the same names are replaced.
     link : {"copy", "symlink"}
         Copy the model's files, or link them (absolute symlinks).
+    table_dtype : {None, "float32", "bfloat16", "int8"}
+        Also save the embedding layer converted to this dtype (see
+        :func:`save_embeddings`); None: the service maps the checkpoint.
 
     Returns
     -------
@@ -226,6 +263,8 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
     """
     if link not in ("copy", "symlink"):
         raise ValueError(f"link must be 'copy' or 'symlink', got {link!r}")
+    if table_dtype is not None and table_dtype not in TABLE_DTYPES:
+        raise ValueError(f"table_dtype must be one of {', '.join(TABLE_DTYPES)}, got {table_dtype!r}")
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     config = read_sentence_config(model_dir)
     transformer = Path(config.transformer_dir)
@@ -234,7 +273,7 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
             raise UnsupportedModel(f"{transformer}: no {name} (the service needs it)")
     with open(transformer / "config.json", encoding="utf-8") as fh:
         model_config = json.load(fh)
-    pad_id, pad_token = _pad_token(transformer / "tokenizer.json", model_config)
+    pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
 
     model = BertModel.from_pretrained(transformer, attn_implementation="eager", add_pooling_layer=False).eval()
     head = EncoderHead(model.encoder, config.pooling, config.normalize).eval()
@@ -266,6 +305,8 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(service, fh, indent=2)
         fh.write("\n")
+    if table_dtype is not None:
+        save_embeddings(out_dir, table_dtype)
     return path
 
 
@@ -276,11 +317,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("out_dir", help="where encoder.onnx and the service's files go")
     parser.add_argument("--link", choices=("copy", "symlink"), default="copy",
                         help="copy the model's files (default) or symlink them")
+    parser.add_argument("--table-dtype", choices=TABLE_DTYPES,
+                        help="also save the embedding layer with its tables converted to this dtype "
+                        "(OUT_DIR/embeddings/), for the workers to map (default: map model.safetensors)")
     args = parser.parse_args(argv)
     transformers.logging.set_verbosity_error()  # no load report for the unused pooler weights
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # no notes about torchvision ops
     try:
-        path = export(args.model_dir, args.out_dir, link=args.link)
+        path = export(args.model_dir, args.out_dir, link=args.link, table_dtype=args.table_dtype)
     except UnsupportedModel as exc:
         print(f"export_encoder.py: not supported: {exc}", file=sys.stderr)
         return 2
@@ -290,6 +334,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"max |onnxruntime - torch| = {service['encoder']['max_abs_diff_vs_torch']:.2g})")
     print(f"pooling {'+'.join(sentence['pooling'])}, normalize {sentence['normalize']}, "
           f"max_seq_length {sentence['max_seq_length']}, dimension {sentence['dimension']}")
+    if "embeddings" in service:
+        saved = service["embeddings"]
+        print(f"wrote {path.parent / saved['dir']}/ ({saved['table_dtype']} tables, "
+              f"{saved['bytes'] / 2**20:.1f} MiB)")
     return 0
 
 

@@ -77,6 +77,8 @@ def read_service_config(service_dir: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{path}: format {config.get('format')!r}, expected {SERVICE_FORMAT}; export again")
     config["sentence"]["transformer_dir"] = str(root / config["sentence"]["transformer_dir"])
     config["encoder"]["path"] = str(root / config["encoder"]["file"])
+    if "embeddings" in config:  # a converted embedding layer (export_encoder.py --table-dtype)
+        config["embeddings"]["path"] = str(root / config["embeddings"]["dir"])
     return config
 
 
@@ -110,13 +112,24 @@ def load_tokenizer(path: str | os.PathLike[str], *, max_seq_length: int, do_lowe
     return tokenizer
 
 
+def pad_token_of(tokenizer_path: str | os.PathLike[str], model_config: dict) -> tuple[int, str]:
+    """The padding id and token: the tokenizer file's, else the model config's pad_token_id."""
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    if tokenizer.padding is not None:
+        return int(tokenizer.padding["pad_id"]), str(tokenizer.padding["pad_token"])
+    pad_id = int(model_config.get("pad_token_id") or 0)
+    return pad_id, tokenizer.id_to_token(pad_id) or "[PAD]"
+
+
 class BertembedStep:
     """The embedding layer with bertembed: a memory map of the checkpoint's tables.
 
     Parameters
     ----------
     model_dir : str or os.PathLike
-        Directory with config.json and model.safetensors.
+        Directory with config.json and model.safetensors: the model's, or an
+        embedding layer saved by ``export_encoder.py --table-dtype`` (its
+        tables as converted, mapped the same way).
     threads : int
         OpenMP threads per call (``num_threads``).
     """
@@ -206,7 +219,9 @@ class SentenceEmbedder:
             pad_token=str(self.config["pad_token"]),
         )
         self.threads = threads
-        self.step = make_embedding_step(embedding, model_dir, threads)
+        # bertembed maps the converted layer when the export saved one (--table-dtype).
+        layer_dir = self.config.get("embeddings", {}).get("path", model_dir) if embedding == "bertembed" else model_dir
+        self.step = make_embedding_step(embedding, layer_dir, threads)
         self.session: ort.InferenceSession | None = None
         self._check(int(sentence["hidden_size"]))
 

@@ -159,13 +159,13 @@ def _check_normalize(path: Path) -> None:
         raise UnsupportedModel(f"{path}: Normalize of {target!r} not supported (sentence_embedding only)")
 
 
-def _check_encoder_config(path: Path, max_seq_length: int) -> int:
+def _check_encoder_config(path: Path, max_seq_length: int, model_types: tuple[str, ...] | None) -> int:
     """Refuse encoders bertembed cannot feed; return hidden_size."""
     config = _read_json(path)
     model_type = config.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if model_types is not None and model_type not in model_types:
         raise UnsupportedModel(
-            f"{path}: model_type {model_type!r} not supported (bertembed loads {SUPPORTED_MODEL_TYPES})"
+            f"{path}: model_type {model_type!r} not supported (bertembed loads {model_types})"
         )
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise UnsupportedModel(
@@ -179,13 +179,17 @@ def _check_encoder_config(path: Path, max_seq_length: int) -> int:
     return int(config["hidden_size"])
 
 
-def read_sentence_config(model_dir: str | os.PathLike[str]) -> SentenceConfig:
+def read_sentence_config(model_dir: str | os.PathLike[str],
+                         model_types: tuple[str, ...] | None = SUPPORTED_MODEL_TYPES) -> SentenceConfig:
     """Read and check the sentence-transformers files of ``model_dir``.
 
     Parameters
     ----------
     model_dir : str or os.PathLike
         A sentence-transformers model directory (``modules.json`` at its root).
+    model_types : tuple of str or None
+        The Transformer's ``model_type`` must be one of these (None: any; the
+        ONNX path checks the model when it splits the graph).
 
     Returns
     -------
@@ -218,7 +222,7 @@ def read_sentence_config(model_dir: str | os.PathLike[str]) -> SentenceConfig:
     pooling_dir = root / modules[1].get("path", "")
 
     max_len, lower = _transformer_settings(transformer_dir / "sentence_bert_config.json")
-    hidden = _check_encoder_config(transformer_dir / "config.json", max_len)
+    hidden = _check_encoder_config(transformer_dir / "config.json", max_len, model_types)
     pooling_path = pooling_dir / "config.json"
     pooling_config = _read_json(pooling_path)
     if not isinstance(pooling_config, dict):

@@ -76,16 +76,27 @@ def prepare_tables(
                 f"hidden sizes differ: token_embeddings has shape {tok.data.shape}, "
                 f"{name} has shape {table.data.shape}"
             )
-    if table_dtype is not None:
-        tok = T.convert(tok, "token_embeddings", table_dtype)
-        if table_dtype != "int8":
-            pos, seg, task = (
-                None if t is None else T.convert(t, name, table_dtype)
-                for t, name in ((pos, "position_embeddings"), (seg, "segment_embeddings"), (task, "task_embeddings"))
-            )
     ln = C.as_ln_params(ln_weight, ln_bias, hidden)
     eps = C.as_eps(ln_eps)
-    return Tables(tok, pos, seg, task, ln, eps)
+    tables = Tables(tok, pos, seg, task, ln, eps)
+    return tables if table_dtype is None else convert_tables(tables, table_dtype)
+
+
+def convert_tables(
+    tables: Tables, table_dtype: str, *, num_threads: int = 0, progress: T.Progress | None = None
+) -> Tables:
+    """`tables` stored as `table_dtype`: ``int8`` quantises the token table
+    only (the others are kept), a float dtype converts every table. See
+    :func:`bertembed._tables.convert`."""
+    def conv(t: Table | None, name: str) -> Table | None:
+        return None if t is None else T.convert(t, name, table_dtype, num_threads=num_threads, progress=progress)
+
+    t = tables
+    tok = conv(t.tok, "token_embeddings")
+    if table_dtype == "int8":
+        return t._replace(tok=tok)
+    return t._replace(tok=tok, pos=conv(t.pos, "position_embeddings"), seg=conv(t.seg, "segment_embeddings"),
+                      task=conv(t.task, "task_embeddings"))
 
 
 def _table(name: str, value: Any) -> Table:

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from . import _kernel
+from ._openmp import openmp_runtime
 from ._version import __version__
 
 
@@ -23,6 +24,7 @@ def config() -> dict[str, object]:
         "compiler": info["compiler"],
         "openmp": bool(_kernel.openmp_enabled()),
         "openmp_version": info["openmp_version"],
+        "openmp_runtime": openmp_runtime(),
         "row_kernel_isa": info["isa"],
         "max_threads": int(_kernel.max_threads()),
         "cpu_count": os.cpu_count(),

@@ -115,10 +115,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ._weights.errors import CheckpointError, short
+
 #: Position rules (see the module docstring).
 ABSOLUTE = "absolute"
 PADDING = "padding"
 NONE = "none"
+
+#: Largest integer config value read (sizes, widths, ids).
+MAX_CONFIG_INT = 2**31 - 1
 
 #: The family assumed for a bare weights file without config.json.
 BARE_FILE_MODEL_TYPE = "bert"
@@ -405,8 +410,8 @@ class _Reader:
         self.config = config
         self.where = f"{source}: model_type {model_type!r}"
 
-    def error(self, message: str) -> ValueError:
-        return ValueError(f"{self.where}: {message}")
+    def error(self, message: str) -> CheckpointError:
+        return CheckpointError(f"{self.where}: {message}")
 
     def raw(self, key: Key) -> Any:
         for name in (key.name, *key.aliases):
@@ -428,7 +433,9 @@ class _Reader:
     def integer(self, key: Key, *, minimum: int = 0) -> int:
         value = self.raw(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.error(f"{self.name_of(key)} must be an integer >= {minimum}, got {value!r}")
+            raise self.error(f"{self.name_of(key)} must be an integer >= {minimum}, got {short(value)}")
+        if value > MAX_CONFIG_INT:
+            raise self.error(f"{self.name_of(key)} is {short(value)}, more than the largest supported (2**31 - 1)")
         return value
 
     def present(self, key: Key | None) -> bool:
@@ -440,16 +447,24 @@ class _Reader:
             return False
         if isinstance(value, bool):
             return value
+        if isinstance(value, int) and value > MAX_CONFIG_INT:
+            raise self.error(f"{self.name_of(key)} is {short(value)}, more than the largest supported (2**31 - 1)")
         if isinstance(value, int) and value >= 0:
             return value > 0
-        raise self.error(f"{self.name_of(key)} must be true/false or a count >= 0, got {value!r}")
+        raise self.error(f"{self.name_of(key)} must be true/false or a count >= 0, got {short(value)}")
 
     def eps(self, key: Key | float) -> float:
         value = self.raw(key) if isinstance(key, Key) else key
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        number = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except OverflowError:  # an int beyond float's range
+                number = None
+        if number is None or not math.isfinite(number) or number <= 0:
             name = self.name_of(key) if isinstance(key, Key) else "layer norm epsilon"
-            raise self.error(f"{name} must be a finite number >= 0, got {value!r}")
-        return float(value)
+            raise self.error(f"{name} must be a finite number > 0, got {short(value)}")
+        return number
 
     def choose(self, choice: Choice) -> Any:
         value = self.raw(choice.key)
@@ -458,7 +473,7 @@ class _Reader:
                 return outcome
         allowed = ", ".join(repr(option) for option, _ in choice.options)
         raise self.error(
-            f"{self.name_of(choice.key)}={value!r} is not supported (supported: {allowed}): {choice.why}"
+            f"{self.name_of(choice.key)}={short(value)} is not supported (supported: {allowed}): {choice.why}"
         )
 
     def check(self, refusal: Refusal) -> None:
@@ -503,20 +518,22 @@ def embedding_spec(config: Mapping[str, Any], source: str = "config.json") -> Em
     >>> embedding_spec({"model_type": "big_bird", "rescale_embeddings": True})
     Traceback (most recent call last):
     ...
-    ValueError: config.json: model_type 'big_bird': rescale_embeddings=true multiplies ...
+    bertembed.CheckpointError: config.json: model_type 'big_bird': rescale_embeddings=true multiplies ...
     """
     if not isinstance(config, Mapping):
-        raise ValueError(f"{source}: expected a JSON object, got {type(config).__name__}")
+        raise CheckpointError(f"{source}: expected a JSON object, got {type(config).__name__}")
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
     model_type = config.get("model_type")
     if model_type is None:
-        raise ValueError(
+        raise CheckpointError(
             f"{source}: no model_type, so the embedding module is unknown "
             f"(supported model types: {supported})"
         )
     family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
-        raise ValueError(f"{source}: model_type {model_type!r} is not supported (supported: {supported})")
+        raise CheckpointError(
+            f"{source}: model_type {short(model_type)} is not supported (supported: {supported})"
+        )
 
     read = _Reader(config, source, model_type)
     for refusal in family.refusals:

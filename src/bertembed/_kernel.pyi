@@ -28,6 +28,17 @@ def choose_threads(elements: int, share: int) -> tuple[int, int]: ...
 def record_threads(elements: int, arm: int, seconds: float) -> None: ...
 def first_out_of_range(ids: _Ids, rows: int) -> int: ...
 def padding_positions(ids: _Ids, padding_idx: int, out: _Ids) -> int: ...
+def convert_rows(
+    src: np.ndarray,
+    src_kind: int,
+    src_scale: np.ndarray | None,
+    dst: np.ndarray,
+    dst_kind: int,
+    dst_scale: np.ndarray | None,
+    start: int,
+    stop: int,
+    num_threads: int,
+) -> tuple[int, int]: ...
 def embed(
     token_ids: _Ids,
     tok: np.ndarray,

@@ -7,7 +7,7 @@ The functions here trust their arguments: the Python shim (``_api.py``,
 ``_checks.py``) has already checked dtypes, shapes, contiguity and every
 id's range. Nothing in a loop touches a Python object, and every loop runs
 without the GIL. The row arithmetic lives in C (``_rows.h``), compiled once
-per instruction set.
+per instruction set; whole-table conversion in ``_quantize.h``.
 """
 
 import os
@@ -85,6 +85,19 @@ cdef extern from "_rows.h" nogil:
     const char *be_isa
     void be_row(const be_job *j, Py_ssize_t r, double *scratch)
     void be_store_fence()
+
+cdef extern from "_quantize.h" nogil:
+    ctypedef struct be_conv:
+        const char *src
+        Py_ssize_t src_row_bytes
+        int src_kind
+        const float *src_scale
+        char *dst
+        Py_ssize_t dst_row_bytes
+        int dst_kind
+        float *dst_scale
+        Py_ssize_t H
+    int be_convert_row(const be_conv *c, Py_ssize_t r, double *scratch)
 
 
 cdef void _init_rows():
@@ -573,3 +586,79 @@ def choose_threads(int64_t elements, int share):
 def record_threads(int64_t elements, int arm, double seconds):
     """Fold a call's duration into the estimates (see :func:`choose_threads`)."""
     be_record_threads(elements, arm, seconds)
+
+
+def convert_rows(object src, int src_kind, object src_scale, object dst, int dst_kind, object dst_scale,
+                 Py_ssize_t start, Py_ssize_t stop, int num_threads):
+    """Convert rows ``[start, stop)`` of the table `src` into `dst`.
+
+    `src`: (V, H) C-contiguous table stored as `src_kind` (0 float32, 1
+    float64, 2 float16, 3 bfloat16 bits, 4 int8 with `src_scale`, (V, 2)
+    float32); `dst`: (V, H) C-contiguous, written as `dst_kind` (int8: with
+    `dst_scale`, (V, 2) float32, the scale and offset of each row). Rows are
+    converted in parallel (`num_threads`, or <= 0 for all the threads a call
+    may use now), without the GIL. Returns ``(row, outcome)`` of the first row
+    that could not be quantised (outcome 1: NaN or inf, 2: a range too wide
+    for a float32 scale), or ``(-1, 0)``.
+    """
+    cdef be_conv c
+    cdef Py_ssize_t n = stop - start, r, H = cnp.PyArray_DIMS(<cnp.ndarray>src)[1]
+    cdef int64_t busy, failed = 0
+    cdef int nt, share, rc = 0
+    cdef Py_ssize_t chunk
+    cdef double *scratch = NULL
+    cdef double *mine = NULL
+    if n <= 0:
+        return (-1, 0)
+    c.src = _data(src)
+    c.src_row_bytes = _row_bytes(src)
+    c.src_kind = src_kind
+    c.src_scale = <const float *>_data(src_scale) if src_scale is not None else NULL
+    c.dst = <char *>cnp.PyArray_DATA(<cnp.ndarray>dst)
+    c.dst_row_bytes = _row_bytes(dst)
+    c.dst_kind = dst_kind
+    c.dst_scale = <float *>cnp.PyArray_DATA(<cnp.ndarray>dst_scale) if dst_scale is not None else NULL
+    c.H = H
+    busy = BE_ADD(&be_in_flight, 1)
+    try:
+        # The layer's thread rules: one thread in a forked child that could
+        # not release its pool, else `num_threads`, else the share of the
+        # threads left by the calls in flight (one thread for a small table).
+        if _serial_only or not BE_OPENMP:
+            nt = 1
+        elif num_threads > 0:
+            nt = num_threads
+        else:
+            share = be_max_threads() // (1 + <int>busy)
+            nt = share if share > 1 and n * H >= BE_LOAD(&be_min_parallel) else 1
+        if nt > n:
+            nt = <int>n
+        scratch = <double *>malloc(nt * (H + 8) * sizeof(double))
+        if scratch == NULL:
+            raise MemoryError("bertembed: no memory for per-thread row buffers")
+        with nogil:
+            if nt == 1:
+                for r in range(start, stop):
+                    if be_convert_row(&c, r, scratch) != 0:
+                        failed = 1
+                        break
+            else:
+                chunk = n // (8 * nt)
+                be_set_schedule(1, chunk if chunk > 16 else 16)
+                with parallel(num_threads=nt):
+                    mine = scratch + threadid() * (H + 8)
+                    for r in prange(start, stop, schedule="runtime"):
+                        if be_convert_row(&c, r, mine) != 0:
+                            BE_STORE(&failed, 1)
+            if failed:
+                # Which row: the first, found again in order (only on failure).
+                for r in range(start, stop):
+                    rc = be_convert_row(&c, r, scratch)
+                    if rc != 0:
+                        break
+    finally:
+        free(scratch)
+        BE_ADD(&be_in_flight, -1)
+    if rc != 0:
+        return (r, rc)
+    return (-1, 0)

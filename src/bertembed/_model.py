@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _api, _kernel, _pretrained
+from . import _api, _kernel, _pretrained, _saved
 from . import _checks as C
 from . import _positions as P
 from . import _tables as T
@@ -139,7 +139,9 @@ class BertEmbeddings:
             ``pytorch_model.bin.index.json``, looked for in that order), or a
             weights file. A file takes the ``config.json`` beside it when there
             is one; without one it is read as BERT, and only if its tensors
-            have no prefix or ``bert.`` / ``model.``.
+            have no prefix or ``bert.`` / ``model.``. A directory written by
+            :meth:`save_pretrained` gives back that layer, its tables (int8
+            included) mapped as stored, its result dtype the default.
         dtype : {None, numpy.float32, numpy.float64, numpy.float16, "bfloat16"}
             Result dtype; None means float32 (float64 for a float64 checkpoint).
             The tables are not converted: float32 tables with
@@ -191,7 +193,7 @@ class BertEmbeddings:
         ckpt = _pretrained.read(path, config=config, table_dtype=target)
         layer = cls.__new__(cls)
         try:
-            layer._init(ckpt.tables, dtype, ckpt.rule, ckpt.zero_masked_rows)
+            layer._init(ckpt.tables, ckpt.dtype if dtype is None else dtype, ckpt.rule, ckpt.zero_masked_rows)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{ckpt.path}: {exc}") from exc
         layer._model_type = ckpt.model_type
@@ -199,6 +201,41 @@ class BertEmbeddings:
             config = str(Path(os.fspath(config)).expanduser().resolve())
         layer._source = (ckpt.path, target, None if config is None else config)
         return layer
+
+    def save_pretrained(self, directory: str | os.PathLike[str]) -> None:
+        """Save the layer as it is stored, for :meth:`from_pretrained` to map back.
+
+        Writes two files into `directory` (created if needed; files of an
+        earlier save there are replaced): ``config.json``, every setting of
+        the layer (position rule, padding index, LayerNorm and its eps, result
+        dtype, model type), and ``model.safetensors``, the tables exactly as
+        the layer stores them: an int8 token table as its int8 rows and their
+        float32 scale and offset, bfloat16, float16, float32 or float64 tables
+        as they are (see :doc:`/precision` for the tensor names). Any layer can
+        be saved, whether built from arrays or loaded. Loading the directory
+        maps the file (no copy) and gives a layer that computes exactly the
+        same results.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from bertembed import BertEmbeddings
+        >>> rng = np.random.default_rng(0)
+        >>> layer = BertEmbeddings(rng.standard_normal((100, 8), dtype=np.float32),
+        ...                        rng.standard_normal((16, 8), dtype=np.float32),
+        ...                        table_dtype="int8")
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     layer.save_pretrained(d)
+        ...     again = BertEmbeddings.from_pretrained(d)
+        ...     same = np.array_equal(again([[5, 6, 7]]), layer([[5, 6, 7]]))
+        >>> again.table_dtype, same
+        ('int8', True)
+        """
+        _saved.save(directory, self._tables, self._dtype, self._rule, self._zero_masked, self._model_type)
 
     def _fingerprint(self) -> tuple[Any, ...]:
         """What must not change between pickling and unpickling a loaded layer."""

@@ -15,7 +15,6 @@ from another family must say so through its config.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,12 +22,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import _saved
 from . import _tables as T
 from ._api import Tables, prepare_tables
 from ._families import BARE_FILE_MODEL_TYPE, EmbeddingSpec, bare_file_spec, embedding_spec
 from ._positions import NONE, PositionRule
 from ._tables import Table
-from ._weights import TensorSource, find_weights, open_weights
+from ._weights import CheckpointError, TensorSource, find_weights, open_weights
+from ._weights.errors import short
+from ._weights.reading import MAX_CONFIG_BYTES, parse_json, read_capped
 
 CONFIG_NAME = "config.json"
 
@@ -39,23 +41,22 @@ class Checkpoint(NamedTuple):
     tables: Tables
     rule: PositionRule
     zero_masked_rows: bool
-    model_type: str
+    model_type: str | None
     path: str  # absolute; what pickling stores
+    dtype: str | None = None  # a saved layer's result dtype
 
 
 def _read_config(path: Path) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as fh:
-            config = json.load(fh)
+        raw = read_capped(path, MAX_CONFIG_BYTES, "MAX_CONFIG_BYTES", "config file")
     except FileNotFoundError:
         raise FileNotFoundError(
             f"{path}: no such file (a model directory needs config.json: it tells which model "
             "family, hence which embedding rule, the weights are for)"
         ) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    config = parse_json(raw, path)
     if not isinstance(config, dict):
-        raise ValueError(f"{path}: expected a JSON object, got a {type(config).__name__}")
+        raise CheckpointError(f"{path}: expected a JSON object, got a {type(config).__name__}")
     return config
 
 
@@ -63,7 +64,7 @@ def _config(config: Any, weights_path: Path) -> tuple[dict[str, Any] | None, str
     """The config to use and where it came from (None: a bare weights file)."""
     if config is None:
         beside = (weights_path if weights_path.is_dir() else weights_path.parent) / CONFIG_NAME
-        if weights_path.is_dir() or beside.is_file():
+        if weights_path.is_dir() or beside.exists():
             return _read_config(beside), str(beside)
         return None, str(weights_path)
     if isinstance(config, Mapping):
@@ -104,7 +105,7 @@ def _prefix(spec: EmbeddingSpec, source: TensorSource, bare: bool) -> str:
             f"not a {spec.model_type} checkpoint?"
         )
     if bare:
-        raise ValueError(
+        raise CheckpointError(
             f"{source.path}: the embedding tensors are under {found[0]!r} and there is no config.json, "
             f"so the model family is unknown (a weights file without one is read as "
             f"{BARE_FILE_MODEL_TYPE!r} only with the prefixes {', '.join(repr(p) for p in spec.prefixes)}); "
@@ -112,7 +113,7 @@ def _prefix(spec: EmbeddingSpec, source: TensorSource, bare: bool) -> str:
         )
     if len(found) > 1:
         names = ", ".join(repr(p) for p in found)
-        raise ValueError(f"{source.path}: embedding tensors under several prefixes ({names}); cannot tell which "
+        raise CheckpointError(f"{source.path}: embedding tensors under several prefixes ({names}); cannot tell which "
                          "model to load")
     return found[0]
 
@@ -120,13 +121,16 @@ def _prefix(spec: EmbeddingSpec, source: TensorSource, bare: bool) -> str:
 def _array(source: TensorSource, name: str) -> Table:
     """A table exactly as stored: a read-only map of the file when it can be."""
     arr = source.array(name)
-    if source.info(name).dtype == "BF16":
-        try:
-            bf16 = T.bfloat16_dtype()
-        except TypeError:  # no ml_dtypes: the raw bits, tagged
-            return T.bits_as_bfloat16(arr)
-        return T.as_table(name, arr.view(bf16))
-    return T.as_table(name, arr)
+    try:
+        if source.info(name).dtype == "BF16":
+            try:
+                bf16 = T.bfloat16_dtype()
+            except TypeError:  # no ml_dtypes: the raw bits, tagged
+                return T.bits_as_bfloat16(arr)
+            return T.as_table(name, arr.view(bf16))
+        return T.as_table(name, arr)
+    except ValueError as exc:  # (a shape that is not a table's)
+        raise CheckpointError(f"{source.path}: {exc}") from None
 
 
 def _optional(source: TensorSource, prefix: str, names: tuple[str, ...] | None) -> str | None:
@@ -166,6 +170,9 @@ def read(
         raise FileNotFoundError(f"{p}: no such file or directory")
     source = _weights(p)
     settings, where = _config(config, p)
+    if settings is not None and _saved.is_saved(settings):  # written by save_pretrained
+        got = _saved.read(source, settings, where, table_dtype)
+        return Checkpoint(got.tables, got.rule, got.zero_masked_rows, got.model_type, str(p.resolve()), got.dtype)
     spec = bare_file_spec() if settings is None else embedding_spec(settings, source=where)
     prefix = _prefix(spec, source, bare=settings is None)
 
@@ -185,7 +192,7 @@ def read(
         if spec.ln_bias is not None:
             ln_b = _vector(source, _required(source, prefix, spec.ln_bias, spec))
     if spec.width is not None and tok.hidden != spec.width:
-        raise ValueError(
+        raise CheckpointError(
             f"{source.path}: {prefix + spec.token!r} has shape {tok.data.shape}, but {where} says the "
             f"embeddings are {spec.width} wide"
         )
@@ -195,6 +202,13 @@ def read(
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{source.path}: {exc}") from exc
     if spec.position_rule == "padding":
+        rows = tables.pos.rows if tables.pos is not None else None
+        if rows is not None and not 0 <= spec.padding_idx < rows:
+            raise CheckpointError(
+                f"{where}: model_type {spec.model_type!r}: the padding id {short(spec.padding_idx)} "
+                f"(pad_token_id) is not a row of the position table {prefix + (spec.position or '')!r} "
+                f"({rows} rows)"
+            )
         rule = PositionRule("padding", padding_idx=spec.padding_idx)
     elif spec.position_rule == "absolute":
         rule = PositionRule("absolute", offset=spec.position_offset)

@@ -34,6 +34,7 @@
 
 #if (defined(__x86_64__)) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#include "_cpu.h"
 #define BE_MULTIVERSION 1
 #else
 #define BE_MULTIVERSION 0
@@ -191,7 +192,17 @@ typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 #define BE_VF be_v8f
 #define BE_LEVEL 2
 #define BE_SUFFIX avx512
-#define BE_ATTR __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c,prefer-vector-width=512")))
+/* The same target string for both compilers; the preference for 512-bit
+   vectors in the compiler's own vectorisation is said the way each takes it:
+   GCC as a second target option (which clang rejects), clang as
+   min_vector_width (which keeps 512-bit vectors legal even when the build's
+   tuning prefers 256 bits; its default tuning already vectorises at 512). */
+#if defined(__clang__)
+#define BE_WIDE512 __attribute__((min_vector_width(512)))
+#else
+#define BE_WIDE512 __attribute__((target("prefer-vector-width=512")))
+#endif
+#define BE_ATTR __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c"))) BE_WIDE512
 #include "_row_body.h"
 #endif
 
@@ -219,13 +230,11 @@ static void be_rows_init(const char *cap) {
 #if BE_MULTIVERSION
     int allow512 = !(cap && (strcmp(cap, "baseline") == 0 || strcmp(cap, "avx2") == 0));
     int allow2 = !(cap && strcmp(cap, "baseline") == 0);
-    __builtin_cpu_init();
-    if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c")) {
+    int level = be_cpu_level();
+    if (allow512 && level >= 2) {
         be_row = be_row_avx512;
         be_isa = "avx512";
-    } else if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c")) {
+    } else if (allow2 && level >= 1) {
         be_row = be_row_avx2;
         be_isa = "avx2";
     } else {

@@ -10,9 +10,12 @@ ml_dtypes is not installed) as the raw uint16 bits, tagged here as bfloat16.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from . import _kernel
 
 #: Storage kinds, as numbered by the kernel (``_rows.h``).
 F32, F64, F16, BF16, I8 = 0, 1, 2, 3, 4
@@ -124,69 +127,81 @@ def to_float32(table: Table) -> np.ndarray:
     return table.data.astype(np.float32)
 
 
-def _float32_to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
-    """Round float32 values to bfloat16 (nearest, ties to even) as uint16 bits."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    nan = (bits & 0x7FFFFFFF) > 0x7F800000
-    rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
-    quiet = (bits >> 16) | 0x40
-    return np.where(nan, quiet, rounded).astype(np.uint16)
+#: Kinds by ``table_dtype`` name.
+KIND_OF_NAME = {name: kind for kind, name in KIND_NAMES.items()}
+
+#: Rows converted per kernel call: progress is reported between calls.
+_BLOCK_BYTES = 32 << 20
+
+#: ``progress(done_rows, total_rows, label)``.
+Progress = Callable[[int, int, str], None]
 
 
-def quantize_int8(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row int8 quantisation: ``values[i] ~ q[i] * scale[i] + offset[i]``.
+def convert(
+    table: Table, name: str, target: str, *, num_threads: int = 0, progress: Progress | None = None
+) -> Table:
+    """`table` stored as `target` (one of :data:`TABLE_DTYPES`), converted by the kernel.
 
-    Each row's range [min, max] is cut into 255 steps: ``scale = (max - min)
-    / 255``, ``offset = min + 128 * scale``, ``q = round((x - min) / scale) -
-    128`` in [-128, 127] (nearest, ties to even). An element is off by at
-    most half a step of its row. (A symmetric scale, ``max |x| / 127``, wastes
-    part of the range on rows whose values are not centred on 0: on
-    all-MiniLM-L6-v2 its LayerNorm output is off by up to 0.038, this by
-    0.026.) A constant row is exact (scale 0). Computed in float64; the
-    scales and offsets are float32.
+    The source is read row by row, in parallel and without the GIL, from
+    wherever it lives (a memory-mapped checkpoint is streamed, never copied);
+    only the result is allocated. Every element is rounded to nearest, ties
+    to even, exactly as NumPy's ``astype`` (float16) and ml_dtypes (bfloat16,
+    through float32 for a float64 source) round it.
 
-    Returns
-    -------
-    q : numpy.ndarray of int8, the shape of `values`
-    scale : numpy.ndarray of float32, shape (rows, 2)
-        Each row's scale and offset.
+    ``"int8"`` quantises each row with its own scale and offset, ``value ~ q
+    * scale + offset``: the row's range [lo, hi] is cut into 255 steps,
+    ``scale = float32((hi - lo) / 255)``, ``q = round((x - lo) / scale) -
+    128`` in [-128, 127] (nearest, ties to even), and the offset is the mean
+    of ``x - q * scale`` over the row (it removes the row's mean error), all
+    in float64; the scales and offsets are stored as float32. An element is
+    off by at most about half a step of its row. (A symmetric scale, ``max
+    |x| / 127``, wastes part of the range on rows whose values are not
+    centred on 0: on all-MiniLM-L6-v2 its LayerNorm output is off by up to
+    0.038, this by 0.026.) A constant row is exact (scale 0, offset its
+    value). A row holding NaN or inf, or one whose range no float32 scale
+    spans, is a ValueError naming the table and the row.
+
+    `num_threads` <= 0: the layer's automatic rule (all the threads a call may
+    use now). `progress(done_rows, rows, label)` is called as rows are done.
     """
-    v = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(v).all():
-        raise ValueError("cannot quantise a table holding NaN or inf to int8")
-    lo = v.min(axis=1, keepdims=True)
-    step = (v.max(axis=1, keepdims=True) - lo) / 255.0
-    scale = step.astype(np.float32).astype(np.float64)  # the kernel's scale, exactly
-    safe = np.where(scale > 0, scale, 1.0)
-    q = np.clip(np.rint((v - lo) / safe) - 128, -128, 127)
-    q = np.where(scale > 0, q, 0).astype(np.int8)
-    # The offset makes q * scale + offset hit the row's values as closely as
-    # the float32 scale allows (its mean error is removed).
-    offset = np.where(scale > 0, (v - q * scale).mean(axis=1, keepdims=True), lo)
-    return q, np.concatenate([scale, offset], axis=1).astype(np.float32)
-
-
-def convert(table: Table, name: str, target: str) -> Table:
-    """`table` stored as `target` (one of :data:`TABLE_DTYPES`)."""
+    if target not in KIND_OF_NAME:
+        raise ValueError(f"{name}: table_dtype must be one of {', '.join(TABLE_DTYPES)}, got {target!r}")
     if target == table.dtype_name:
         return table
-    values = to_float32(table) if table.kind != F64 else table.data
-    if target == "int8":
-        q, scale = quantize_int8(values)
-        return Table(q, I8, scale)
-    if target == "float32":
-        return Table(np.ascontiguousarray(values, dtype=np.float32), F32)
-    if target == "float64":
-        return Table(np.ascontiguousarray(values, dtype=np.float64), F64)
-    if target == "float16":
-        return Table(np.ascontiguousarray(values, dtype=np.float16), F16)
-    if target == "bfloat16":
-        bits = _float32_to_bfloat16_bits(np.asarray(values, dtype=np.float32))
+    kind = KIND_OF_NAME[target]
+    rows, hidden = table.data.shape
+    storage = {F32: np.float32, F64: np.float64, F16: np.float16, BF16: np.uint16, I8: np.int8}[kind]
+    out = np.empty((rows, hidden), storage)
+    scale = np.empty((rows, 2), np.float32) if kind == I8 else None
+    label = f"converting {name} to {target}"
+    block = max(1, _BLOCK_BYTES // max(1, table.data.strides[0] if rows else 1))
+    for start in range(0, rows, block):
+        stop = min(rows, start + block)
+        row, outcome = _kernel.convert_rows(table.data, table.kind, table.scale, out, kind, scale, start, stop,
+                                            num_threads)
+        if outcome:
+            _quantise_error(table, name, row, outcome)
+        if progress is not None:
+            progress(stop, rows, label)
+    if kind == BF16:
         try:
-            return Table(bits.view(bfloat16_dtype()), BF16)
-        except TypeError:
-            return Table(bits, BF16)
-    raise ValueError(f"{name}: table_dtype must be one of {', '.join(TABLE_DTYPES)}, got {target!r}")
+            return Table(out.view(bfloat16_dtype()), BF16)
+        except TypeError:  # no ml_dtypes: the bits, tagged
+            return Table(out, BF16)
+    return Table(out, kind, scale)
+
+
+def _quantise_error(table: Table, name: str, row: int, outcome: int) -> None:
+    if outcome == 1:
+        raise ValueError(
+            f"cannot quantise a table holding NaN or inf to int8: {name} row {row} holds one"
+        )
+    part = Table(table.data[row:row + 1], table.kind, None if table.scale is None else table.scale[row:row + 1])
+    values = part.data if part.kind == F64 else to_float32(part)
+    raise ValueError(
+        f"cannot quantise {name} to int8: row {row} spans {float(values.min())!r} to {float(values.max())!r}, "
+        "too wide a range for a float32 scale"
+    )
 
 
 def as_table_dtype(value: Any) -> str | None:

@@ -13,7 +13,7 @@ Layout (each module imports only modules listed below it)::
     timing      time_interleaved
     check       mismatch: a peer's output against bertembed's
     machine     machine_info
-    cases       DEFAULT_CASES, GOALS (DESIGN.md's performance table)
+    cases       DEFAULT_CASES, GOALS (the performance goals)
     data        Case, Inputs, Context, Contender, Peer, Variant, make_inputs    (bottom)
 
 Only NumPy is needed to import any of them: torch, onnx, onnxruntime and

@@ -1,10 +1,24 @@
-"""The default cases and the DESIGN.md performance goals the harness measures."""
+"""The harness's case families and the performance goals it measures (docs: the performance page).
+
+Two families: ``default`` (:data:`DEFAULT_CASES`, bertembed against its
+peers) and ``tables`` (:data:`TABLE_CASES`, float32, bfloat16 and int8
+token tables of a BERT-base and of a 250k-row vocabulary side by side).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .data import BERTEMBED, BERTEMBED_T, Case
+
+#: BERT-base's vocabulary (token rows).
+BERT_BASE_VOCAB = 30522
+#: XLM-R's vocabulary: the multilingual models whose token table is most of the model.
+BIG_VOCAB = 250_002
+#: The shapes of the ``tables`` family, (B, S).
+TABLE_SHAPES = ((32, 512), (8, 128))
+#: The token-table dtypes the ``tables`` family compares (None: float32, as given).
+TABLE_KINDS = (None, "bfloat16", "int8")
 
 
 def make_case(
@@ -14,6 +28,8 @@ def make_case(
     seq: int,
     out: bool = False,
     table_dtype: str | None = None,
+    vocab: int = BERT_BASE_VOCAB,
+    id_sets: int = 1,
 ) -> Case:
     """A BERT-base-shaped case named ``f32-ln-B8-S128``, ``f64-sum-out-B32-S512``, ...
 
@@ -24,7 +40,14 @@ def make_case(
     batch, seq : int
     out : bool, default False
     table_dtype : str, optional
-        ``"bfloat16"`` gives ``f32-ln-bf16-B32-S512``.
+        ``"bfloat16"`` gives ``f32-ln-bf16-B32-S512``, ``"int8"``
+        ``f32-ln-i8-B32-S512``.
+    vocab : int, default 30522
+        Token rows; another than BERT-base's is named in thousands
+        (``f32-ln-V250k-i8-B8-S128``).
+    id_sets : int, default 1
+        Calls cycle through this many sets of random ids (see
+        :class:`~bertembed._bench.data.Case`).
 
     Returns
     -------
@@ -34,15 +57,18 @@ def make_case(
     --------
     >>> make_case("float32", True, 32, 512, table_dtype="bfloat16").name
     'f32-ln-bf16-B32-S512'
+    >>> make_case("float32", True, 8, 128, table_dtype="int8", vocab=250_002).name
+    'f32-ln-V250k-i8-B8-S128'
     """
     short = {"float32": "f32", "float64": "f64"}
     kind = "ln" if layer_norm else "sum"
-    tables = {None: "", "bfloat16": "-bf16", "float16": "-f16"}[table_dtype]
-    name = f"{short[dtype]}-{kind}{tables}{'-out' if out else ''}-B{batch}-S{seq}"
-    return Case(name, dtype, layer_norm, batch, seq, out, table_dtype=table_dtype)
+    rows = "" if vocab == BERT_BASE_VOCAB else f"-V{vocab // 1000}k"
+    tables = {None: "", "bfloat16": "-bf16", "float16": "-f16", "int8": "-i8"}[table_dtype]
+    name = f"{short[dtype]}-{kind}{rows}{tables}{'-out' if out else ''}-B{batch}-S{seq}"
+    return Case(name, dtype, layer_norm, batch, seq, out, V=vocab, table_dtype=table_dtype, id_sets=id_sets)
 
 
-#: The DESIGN.md goal rows first, then a float32 + LayerNorm batch sweep at
+#: The goal rows first, then a float32 + LayerNorm batch sweep at
 #: S=128 (together with the goal rows: B = 1, 2, 4, 8, 16, 32) for plots.
 DEFAULT_CASES: list[Case] = [
     make_case("float64", False, 32, 512),
@@ -54,10 +80,50 @@ DEFAULT_CASES: list[Case] = [
     *(make_case("float32", True, b, 128) for b in (2, 4, 16, 32)),
 ]
 
+#: Token rows read by the calls of one cycle through a ``tables`` case's id
+#: sets (768 MiB of float32 rows): rows read by one call are not read again
+#: before the cache has long forgotten them.
+TABLE_ROWS_PER_CYCLE = 2**18
+
+
+def _table_case(b: int, s: int, kind: str | None, vocab: int) -> Case:
+    return make_case("float32", True, b, s, table_dtype=kind, vocab=vocab,
+                     id_sets=-(-TABLE_ROWS_PER_CYCLE // (b * s)))
+
+
+#: The ``tables`` family: float32 + LayerNorm with float32, bfloat16 and int8
+#: tables, uniformly random ids (fresh ones at each call: the calls cycle
+#: through :data:`TABLE_ROWS_PER_CYCLE` rows' worth of id sets), for the
+#: BERT-base table (89 MiB in float32) and a 250,002-row one (732 MiB), at
+#: each of :data:`TABLE_SHAPES`. Whether a table fits the last-level cache
+#: then decides, not whether one batch's rows do.
+TABLE_CASES: list[Case] = [
+    _table_case(b, s, kind, vocab)
+    for vocab in (BERT_BASE_VOCAB, BIG_VOCAB) for b, s in TABLE_SHAPES for kind in TABLE_KINDS
+]
+
+#: Case families by name (``bertembed bench --family``).
+FAMILIES = ("default", "tables")
+
+
+def family(name: str) -> list[Case]:
+    """The cases of the family `name` (one of :data:`FAMILIES`).
+
+    Examples
+    --------
+    >>> [c.name for c in family("tables")][:3]
+    ['f32-ln-B32-S512', 'f32-ln-bf16-B32-S512', 'f32-ln-i8-B32-S512']
+    """
+    if name == "default":
+        return list(DEFAULT_CASES)
+    if name == "tables":
+        return list(TABLE_CASES)
+    raise ValueError(f"unknown case family {name!r}; known: {', '.join(FAMILIES)}")
+
 
 @dataclass(frozen=True)
 class Goal:
-    """A DESIGN.md performance goal: a ratio of two measured times against a bound.
+    """A performance goal: a ratio of two measured times against a bound.
 
     ``ratio = time(numerator) / time(denominator)``, where each side is the
     fastest of the named contenders in the named case (each contender at its
@@ -83,7 +149,7 @@ class Goal:
 
 _PEERS_LN = ("onnxruntime", "torch")
 
-#: The rows of DESIGN.md's performance table that timing can measure (the
+#: The performance goals (the docs' performance page) that timing can measure (the
 #: memory rows are :data:`PEAK_MEMORY_GOAL` and benchmarks/run.py). The
 #: bertembed side is always bertembed at its automatic thread choice.
 GOALS: list[Goal] = [
@@ -108,6 +174,14 @@ GOALS: list[Goal] = [
     Goal("bf16-1.2x", "float32 + LayerNorm, B=32 S=512: float32 tables / bfloat16 tables "
          "(bertembed)", "f32-ln-bf16-B32-S512", (BERTEMBED,), (BERTEMBED,), 1.2,
          numerator_case="f32-ln-B32-S512"),
+    *(
+        Goal(f"{kind}-{bound:g}x-V250k-B{b}-S{s}",
+             f"float32 + LayerNorm, 250k x 768 tables, B={b} S={s}: float32 tables / {kind} tables "
+             "(bertembed)", make_case("float32", True, b, s, table_dtype=kind, vocab=BIG_VOCAB).name,
+             (BERTEMBED,), (BERTEMBED,), bound,
+             numerator_case=make_case("float32", True, b, s, vocab=BIG_VOCAB).name)
+        for b, s in TABLE_SHAPES for kind, bound in (("bfloat16", 1.2), ("int8", 1.3))
+    ),
 ]
 
 #: Goal for :func:`bertembed._bench.memory.peak_memory`: peak extra bytes of a

@@ -49,6 +49,14 @@ class Case:
         Dtype of the token, position and segment tables when it differs from
         ``dtype`` (``"bfloat16"``: ``ml_dtypes.bfloat16`` arrays rounded from
         the ``dtype`` tables). The LayerNorm parameters stay ``dtype``.
+        ``"int8"``: the inputs keep ``dtype`` tables and bertembed's layer
+        quantises its token table (``table_dtype="int8"``) when it is built.
+    id_sets : int, default 1
+        bertembed's calls cycle through this many different (B, S) arrays of
+        random ids (the first one is ``ids``, the one every contender is
+        checked on), so that the rows a call reads were not read by the
+        calls just before it: the table, not the rows of one batch, is what
+        must fit in the cache.
     """
 
     name: str
@@ -61,6 +69,7 @@ class Case:
     P: int = 512
     H: int = 768
     table_dtype: str | None = None
+    id_sets: int = 1
 
     @property
     def result_bytes(self) -> int:
@@ -79,6 +88,8 @@ class Inputs:
     ln_bias: np.ndarray
     ids: np.ndarray
     segment_ids: np.ndarray
+    #: (id_sets, B, S): every id set of the case, ``ids`` first.
+    id_sets: np.ndarray | None = None
 
 
 @dataclass
@@ -186,7 +197,7 @@ def _tables(case: Case, seed: int, cache: dict[Any, Any]) -> tuple[np.ndarray, .
             arrays.append(arr)
         cache[key] = tuple(arrays)
     tables = cache[key]
-    if case.table_dtype is None or case.table_dtype == case.dtype:
+    if case.table_dtype in (None, case.dtype, "int8"):  # int8: the layer quantises
         return tables
     low_key = (*key, case.table_dtype)
     if low_key not in cache:
@@ -225,4 +236,8 @@ def make_inputs(case: Case, seed: int = 0, cache: dict[Any, Any] | None = None) 
     ids = rng.integers(0, case.V, (case.batch, case.seq), dtype=np.int64)
     split = rng.integers(1, case.seq + 1, (case.batch, 1))
     sids = (np.arange(case.seq) >= split).astype(np.int64)
-    return Inputs(tok, pos, seg, w, b, ids, sids)
+    sets = None
+    if case.id_sets > 1:
+        more = rng.integers(0, case.V, (case.id_sets - 1, case.batch, case.seq), dtype=np.int64)
+        sets = np.concatenate([ids[None], more])
+    return Inputs(tok, pos, seg, w, b, ids, sids, sets)

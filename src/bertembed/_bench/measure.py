@@ -16,7 +16,7 @@ import numpy as np
 from .check import mismatch
 from .data import BERTEMBED, Case, Contender, Context, Inputs, Peer, Variant, as_contender
 from .peers import PEERS
-from .subject import bertembed_call
+from .subject import BertembedCall, bertembed_call, token_values
 
 
 class Skip(Exception):
@@ -72,9 +72,14 @@ def load_peer(ref: dict[str, Any]) -> Peer:
     return Peer(ref["name"], lambda case: True, target, ref["checked"], ref["threaded"])
 
 
-def _widened(inputs: Inputs, dtype: str) -> Inputs:
-    return replace(inputs, tok=inputs.tok.astype(dtype), pos=inputs.pos.astype(dtype),
-                   seg=inputs.seg.astype(dtype))
+def _widened(inputs: Inputs, dtype: str, call: Any) -> Inputs:
+    """The inputs with `dtype` tables holding the values bertembed's layer reads
+    (an int8 token table dequantised)."""
+    if isinstance(call, BertembedCall) and call.layer.table_dtype == "int8":
+        tok = token_values(call).astype(dtype, copy=False)
+    else:
+        tok = inputs.tok.astype(dtype)
+    return replace(inputs, tok=tok, pos=inputs.pos.astype(dtype), seg=inputs.seg.astype(dtype))
 
 
 def build_variant(
@@ -130,7 +135,9 @@ def build_variant(
     if peer is None and case.table_dtype is not None:
         # Low-precision tables: the same as float32 arithmetic on the widened values.
         plain = replace(case, table_dtype=None)
-        problem = mismatch(bertembed_call(plain, _widened(inputs, case.dtype), 1)(), got, case.dtype)
+        widened = _widened(inputs, case.dtype, contender.call)
+        problem = mismatch(bertembed_call(plain, widened, 1)(), got, case.dtype)
+        del widened
     if problem is None and expected is not None and (peer is None or peer.checked):
         problem = mismatch(expected, got, case.dtype)
     if problem is not None:

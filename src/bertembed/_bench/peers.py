@@ -25,7 +25,7 @@ from .data import LN_EPS, Case, Contender, Context, Fn, Inputs, Peer
 
 
 def _numpy_build(case: Case, d: Inputs, ctx: Context) -> Fn:
-    """DESIGN.md's NumPy expression ``tok[ids] + pos[arange(S)] + seg[sids]`` (+ LayerNorm)."""
+    """The plain NumPy expression ``tok[ids] + pos[arange(S)] + seg[sids]`` (+ LayerNorm)."""
     positions = np.arange(case.seq)
 
     def call() -> np.ndarray:

@@ -10,7 +10,7 @@ from .data import BERTEMBED, BERTEMBED_T, SCENARIOS
 #: Column order of the table (contenders not listed here come after, in order of appearance).
 COLUMNS = [BERTEMBED, BERTEMBED_T, "numpy", "take", "copyto", "torch", "onnxruntime"]
 
-#: DESIGN.md's goal rows that these tables do not measure.
+#: The performance goals (docs: the performance page) that these tables do not measure.
 NOT_TIMED = (
     "peak memory of one call <= 1.1x the result is measured by benchmarks/run.py; "
     "the bfloat16-checkpoint private memory and int8-table rows are not measured by the harness"
@@ -116,13 +116,21 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def format_goals(results: Sequence[Mapping[str, Any]]) -> str:
-    """The DESIGN.md goal rows the run measured: ratio, bound and verdict.
+#: The first line of the goal rows of a smoke test (``--quick``).
+SMOKE_TEST = "smoke test: figures from a short run; not a verdict on the goals"
+
+
+def format_goals(results: Sequence[Mapping[str, Any]], judged: bool = True) -> str:
+    """The performance goals the run measured: ratio, bound and verdict.
 
     Parameters
     ----------
     results : sequence of dict
         The output of :func:`bertembed._bench.runner.run`.
+    judged : bool, default True
+        False for a smoke test (``--quick``: few samples, one round): the
+        ratios are printed but every verdict reads "(not judged)", under a
+        first line that says so.
 
     Returns
     -------
@@ -130,6 +138,11 @@ def format_goals(results: Sequence[Mapping[str, Any]]) -> str:
         One row per goal of a case that was run; "n/a" with the reason when
         a side of the ratio was not measured (a missing library, bfloat16
         tables this bertembed refuses, a case not selected).
+
+    Examples
+    --------
+    >>> print(format_goals([], judged=False))
+    (no performance goal among the cases run)
     """
     rows = []
     for r in results:
@@ -138,9 +151,65 @@ def format_goals(results: Sequence[Mapping[str, Any]]) -> str:
                 measured, verdict = "-", f"n/a: {g.get('reason', 'not measured')}"
             else:
                 measured = f"{g['ratio']:.2f}"
-                verdict = ("met" if g["met"] else "MISSED") + f" ({g['numerator']} / {g['denominator']})"
+                verdict = ("met" if g["met"] else "MISSED") if judged else "(not judged)"
+                verdict += f" ({g['numerator']} / {g['denominator']})"
             rows.append([f"{g['text']} {g['op']} {g['bound']:g}", measured, verdict])
     if not rows:
-        return "(no DESIGN.md goal among the cases run)"
-    return "\n".join([f"DESIGN.md goals ({scenario_text(results)})",
-                      *_grid(["goal", "measured", "verdict"], rows), f"not here: {NOT_TIMED}"])
+        return "(no performance goal among the cases run)"
+    title = f"performance goals, see the performance page of the docs ({scenario_text(results)})"
+    head = [SMOKE_TEST, title] if not judged else [title]
+    return "\n".join([*head, *_grid(["goal", "measured", "verdict"], rows), f"not here: {NOT_TIMED}"])
+
+
+def _table_bytes(r: Mapping[str, Any], kind: str | None) -> str:
+    size = {None: 4, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}.get(kind)
+    if size is None:
+        return "?"
+    return f"{r['V'] * r['H'] * size / 2**20:.3g} MiB"
+
+
+def format_table_dtypes(results: Sequence[Mapping[str, Any]]) -> str:
+    """bertembed with low-precision token tables against float32 tables of the same case.
+
+    Parameters
+    ----------
+    results : sequence of dict
+        The output of :func:`bertembed._bench.runner.run` (the ``tables``
+        family).
+
+    Returns
+    -------
+    str
+        One row per case with a ``table_dtype`` whose float32-table twin
+        (same rows, shape and result dtype) was run: the token table's size,
+        bertembed's median and ``float32-table median / this median`` (above
+        1: the narrower table is faster), and the same ratio of the fastest
+        samples. Empty when there is no such pair.
+    """
+    def key(r: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (r["V"], r["H"], r["batch"], r["seq"], r["dtype"], r["layer_norm"], r.get("out"))
+
+    plain = {key(r): r for r in results if r.get("table_dtype") is None and BERTEMBED in r["timings"]}
+    rows = []
+    shown = None
+    for r in results:
+        base = plain.get(key(r))
+        if r.get("table_dtype") is None or base is None:
+            continue
+        if shown is not base:
+            shown = base
+            t = base["timings"][BERTEMBED]
+            rows.append([base["name"], "float32", _table_bytes(base, None), fmt_time(t["median_s"]),
+                         "1", "1"])
+        if BERTEMBED not in r["timings"]:
+            status = r["skipped"].get(BERTEMBED, {}).get("status", "not measured")
+            rows.append([r["name"], r["table_dtype"], _table_bytes(r, r["table_dtype"]), status, "-", "-"])
+            continue
+        t, b = r["timings"][BERTEMBED], base["timings"][BERTEMBED]
+        rows.append([r["name"], r["table_dtype"], _table_bytes(r, r["table_dtype"]), fmt_time(t["median_s"]),
+                     f"{b['median_s'] / t['median_s']:.2f}", f"{b['min_s'] / t['min_s']:.2f}"])
+    if not rows:
+        return ""
+    header = ["case", "token table", "size", "bertembed", "f32 / this (median)", "(fastest)"]
+    return "\n".join([f"token-table dtypes, bertembed at its automatic threads ({scenario_text(results)})",
+                      *_grid(header, rows)])

@@ -345,7 +345,7 @@ def run(
         bertembed at T), ``ratios`` (contender median / bertembed median),
         ``ratios_min`` (the same for the fastest samples), ``skipped``
         (contenders with no timed variant: ``status`` and ``reason``),
-        ``goals`` (the DESIGN.md goals of the case) and ``machine``.
+        ``goals`` (the performance goals of the case) and ``machine``.
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import BertEmbeddings, _kernel
-from .data import LN_EPS, Case, Fn, Inputs
+from .. import BertEmbeddings, _kernel, _tables
+from .data import LN_EPS, Case, Inputs
 
 
-def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Fn:
+def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> BertembedCall:
     """The bertembed contender: a :class:`~bertembed.BertEmbeddings` layer (tables
     checked once, as a service holds it) called with ``num_threads=threads``.
 
@@ -24,24 +24,49 @@ def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Fn:
 
     Returns
     -------
-    callable
+    BertembedCall
         One call per invocation; with ``case.out`` it writes into a buffer
-        allocated (and touched) here.
+        allocated (and touched) here. ``case.table_dtype == "int8"``: the
+        layer quantises its token table when it is built (untimed). With
+        ``case.id_sets > 1`` the calls cycle through the id sets, the first
+        call on ``inputs.ids``.
     """
     d = inputs
     ln: dict[str, Any] = {}
     if case.layer_norm:
         ln = {"ln_weight": d.ln_weight, "ln_bias": d.ln_bias, "ln_eps": LN_EPS}
-    layer = BertEmbeddings(d.tok, d.pos, d.seg, dtype=np.dtype(case.dtype), **ln)
+    convert = "int8" if case.table_dtype == "int8" else None
+    layer = BertEmbeddings(d.tok, d.pos, d.seg, dtype=np.dtype(case.dtype), table_dtype=convert, **ln)
     kw: dict[str, Any] = {"num_threads": threads}
     if case.out:
         kw["out"] = np.zeros((case.batch, case.seq, case.H), case.dtype)
         kw["out"].fill(1.0)
+    sets = [d.ids] if d.id_sets is None else list(d.id_sets)
+    return BertembedCall(layer, sets, d.segment_ids, kw)
 
-    def call() -> np.ndarray:
-        return layer(d.ids, d.segment_ids, **kw)
 
-    return call
+class BertembedCall:
+    """One ``layer(ids, segment_ids, **kwargs)`` call per invocation, the ids the
+    next of the id sets in turn; ``layer`` is kept for the check of a quantised
+    case (its tables as the kernel reads them)."""
+
+    def __init__(self, layer: BertEmbeddings, id_sets: list[np.ndarray], segment_ids: np.ndarray,
+                 kwargs: dict[str, Any]) -> None:
+        self.layer = layer
+        self._sets = id_sets
+        self._segments = segment_ids
+        self._kwargs = kwargs
+        self._next = 0
+
+    def __call__(self) -> np.ndarray:
+        ids = self._sets[self._next]
+        self._next = (self._next + 1) % len(self._sets)
+        return self.layer(ids, self._segments, **self._kwargs)
+
+
+def token_values(call: BertembedCall) -> np.ndarray:
+    """The token table of the call's layer as float32 values (an int8 table dequantised)."""
+    return _tables.to_float32(call.layer._tables.tok)
 
 
 def automatic_threads() -> int | None:

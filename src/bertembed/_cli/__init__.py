@@ -1,6 +1,6 @@
 """The ``bertembed`` command line (stdlib argparse).
 
-Subcommands: ``demo`` (the seed's sentence pair, step by step), ``info``
+Subcommands: ``demo`` (the classic sentence-pair example, step by step), ``info``
 (this build: version, OpenMP, threads, compiler, dtypes), ``bench`` (the
 comparison harness with a progress bar, a table, JSON and a plot) and
 ``embed`` (a checkpoint applied to a large id file in bounded memory, or to

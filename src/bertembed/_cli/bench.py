@@ -46,18 +46,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_out_dir(args.plot, "--plot")
     if args.json is not None:
         check_out_dir(args.json, "--json")
-    cases = select_cases(bench_cases.DEFAULT_CASES, args.cases)
+    cases = select_cases(bench_cases.family(args.family), args.cases)
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
     scenario = "shared-process" if args.shared_process else "isolated"
     kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads, "scenario": scenario,
                               "rounds": 1 if args.quick else runner.ROUNDS}
     if args.peers is not None:
         kwargs["peers"] = [p.strip() for p in args.peers.split(",") if p.strip()]
+    elif args.family == "tables":
+        kwargs["peers"] = []  # bertembed against itself, table dtype against table dtype
     with ProgressBar(len(cases), "bench", unit="steps", enabled=not args.quiet) as bar:
         results = runner.run(cases, progress=bar, **kwargs)
     print(report.format_table(results))
     print()
-    print(report.format_goals(results))
+    print(report.format_goals(results, judged=not args.quick))
+    dtypes = report.format_table_dtypes(results)
+    if dtypes:
+        print()
+        print(dtypes)
     if args.json is not None:
         write_text(args.json, json.dumps(results, indent=2, default=str) + "\n")
         print(f"wrote {args.json}")
@@ -73,7 +79,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "bench",
         help="compare bertembed with NumPy, torch and ONNX Runtime",
         description="Time bertembed and each installed peer on random BERT-base-shaped "
-        "tables (fixed seed) and print the medians, the ratios and the DESIGN.md goals. "
+        "tables (fixed seed) and print the medians, the ratios and the project's performance goals "
+        "(see the performance page of the docs). "
         "By default each contender is timed alone in its own fresh process, torch and ONNX "
         "Runtime at the faster of 1 and T threads, bertembed at its automatic choice and at 1 and T.",
     )
@@ -87,10 +94,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     bench.add_argument(
         "--quick", action="store_true",
-        help="3 repeats, one process per contender: a smoke test, not a measurement"
+        help="3 repeats, one round: a smoke test (ratios printed, goals not judged)"
     )
     bench.add_argument(
         "--cases", metavar="SUBSTR", help="run only the cases whose name contains SUBSTR"
+    )
+    bench.add_argument(
+        "--family", choices=bench_cases.FAMILIES, default="default",
+        help="the cases to run: 'default' (bertembed against its peers) or 'tables' (float32, "
+        "bfloat16 and int8 token tables of BERT-base and of a 250k x 768 vocabulary, random ids, "
+        "bertembed only unless --peers; up to 2 GiB per process)",
     )
     bench.add_argument(
         "--peers", metavar="LIST",

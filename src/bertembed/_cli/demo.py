@@ -1,4 +1,4 @@
-"""``bertembed demo``: the seed's sentence pair, step by step."""
+"""``bertembed demo``: the classic sentence-pair example, step by step."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import numpy as np
 
 from .. import bert_embeddings
 
-# The seed's sentence pair "The cat sat" / "It slept", WordPiece ids of
-# bert-base-uncased, with the seed's H = 4 rows for "cat" and "slept".
+# The classic sentence pair "The cat sat" / "It slept", WordPiece ids of
+# bert-base-uncased, with hand-picked H = 4 rows for "cat" and "slept".
 DEMO_TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]", "it", "slept", "[SEP]"]
 DEMO_IDS = [101, 1996, 4937, 2938, 102, 2009, 14195, 102]
 DEMO_SEGMENTS = [0, 0, 0, 0, 0, 1, 1, 1]
 
 
 def demo_tables(vocab: int = 30522, hidden: int = 4) -> tuple[np.ndarray, ...]:
-    """The demo's token, position and segment tables (the seed's rows, random elsewhere)."""
+    """The demo's token, position and segment tables (hand-picked rows for the example, random elsewhere)."""
     rng = np.random.default_rng(0)
     tok = np.round(rng.uniform(-0.5, 0.5, (vocab, hidden)), 2)
     pos = np.round(rng.uniform(-0.3, 0.3, (512, hidden)), 2)
@@ -36,7 +36,7 @@ def _vec(values: Sequence[float], fmt: str = "+.2f") -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Print the seed's sentence-pair example, row by row."""
+    """Print the classic sentence-pair example, row by row."""
     tok, pos, seg = demo_tables()
     ids = np.array([DEMO_IDS])
     sids = np.array([DEMO_SEGMENTS])
@@ -64,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``demo`` on the subcommand parsers ``sub``."""
     demo = sub.add_parser(
         "demo",
-        help="the seed's sentence-pair example, step by step",
+        help="the classic sentence-pair example (\"The cat sat\" / \"It slept\"), step by step",
         description='Embed the pair "The cat sat" / "It slept" with tiny H = 4 tables and '
         "print the token, position and segment ids and each summed row.",
     )

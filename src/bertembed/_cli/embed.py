@@ -181,16 +181,37 @@ def _embed_file(args: argparse.Namespace, model: Path, layer: Any) -> int:
     return 0
 
 
+def max_tokens(layer: Any) -> int | None:
+    """The most tokens one sequence may have for ``layer``'s position table (None: no limit).
+
+    Absolute positions from ``offset`` use rows ``offset .. offset + S - 1``; the
+    padding rule (RoBERTa) numbers real tokens from ``padding_idx + 1``.
+    """
+    rows = layer.max_positions
+    if not rows:
+        return None
+    rule = layer.position_rule
+    if rule.kind == "padding":
+        return max(rows - rule.padding_idx - 1, 0)
+    return max(rows - rule.offset, 0)
+
+
 def _embed_text(args: argparse.Namespace, model: Path, layer: Any) -> int:
-    enc = encode(load_tokenizer(model), args.text, args.text_pair)
+    tokenizer = load_tokenizer(model)
+    enc = encode(tokenizer, args.text, args.text_pair)
     what = "pair" if args.text_pair is not None else "text"
     if not enc.ids:
         raise CLIError(f"the {what} gives no tokens")
-    max_positions = getattr(layer, "max_positions", None)
-    if max_positions and len(enc.ids) > max_positions:
-        raise CLIError(
-            f"the {what} has {len(enc.ids)} tokens, more than the model's {max_positions} positions"
-        )
+    limit, truncated_from = max_tokens(layer), None
+    if limit is not None and len(enc.ids) > limit:
+        if not args.truncate:
+            raise CLIError(
+                f"the {what} has {len(enc.ids)} tokens, more than the {limit} the model's position "
+                f"table allows; pass --truncate to keep the first {limit} (special tokens kept)"
+            )
+        # The tokenizer's own truncation: it cuts the text(s), never the special tokens.
+        tokenizer.enable_truncation(max_length=limit)
+        truncated_from, enc = len(enc.ids), encode(tokenizer, args.text, args.text_pair)
     tok_ids = np.array([enc.ids], dtype=np.int64)
     seg_ids = None
     if layer.type_vocab_size:
@@ -210,6 +231,8 @@ def _embed_text(args: argparse.Namespace, model: Path, layer: Any) -> int:
         head = ", ".join(f"{v:+.4f}" for v in E[0, s, :4])
         more = ", ..." if E.shape[-1] > 4 else ""
         print(f"{s:>5} {token:<{width}} {enc.ids[s]:>6} {enc.type_ids[s]:>4}  [{head}{more}]")
+    if truncated_from is not None:
+        print(f"(--truncate: {truncated_from} tokens cut to {len(enc.ids)}, the model's limit)")
     if seg_ids is None and any(enc.type_ids):
         print("(the model has no segment table: the token types are shown, not embedded)")
     if args.out is not None:
@@ -244,6 +267,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
         raise CLIError("give either --ids FILE.npy or --text TEXT", EXIT_USAGE)
     if args.ids is None and args.segment_ids is not None:
         raise CLIError("--segment-ids goes with --ids (a text gets its tokenizer's types)", EXIT_USAGE)
+    if args.ids is not None and args.truncate:
+        raise CLIError("--truncate goes with --text (an id file is embedded as it is)", EXIT_USAGE)
     if args.ids is not None and args.out is None:
         raise CLIError("--ids needs --out FILE.npy", EXIT_USAGE)
     layer = _load_model(model, args.dtype)
@@ -262,7 +287,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(memory stays bounded by --chunk-rows), or to one text or text pair tokenised with "
         "the model's own tokenizer.json: the same ids and token types as its tokenizer gives "
         "(its post-processor's special tokens and types; its padding and truncation settings "
-        "are not applied).",
+        "are not applied: --truncate cuts a too-long text to the model's limit).",
     )
     embed.add_argument(
         "model", nargs="?", type=Path, metavar="MODEL",
@@ -286,6 +311,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     embed.add_argument(
         "--text-pair", "--text-b", dest="text_pair", metavar="TEXT",
         help="the second text of a pair (its token types are the tokenizer's)",
+    )
+    embed.add_argument(
+        "--truncate", action="store_true",
+        help="with --text: cut a text (pair) longer than the model's position table allows to "
+        "that many tokens, as its tokenizer truncates (the special tokens are kept; a pair "
+        "loses tokens from its longer text first); without it, a too-long text is an error",
     )
     embed.add_argument(
         "--out", type=Path, metavar="FILE.npy",

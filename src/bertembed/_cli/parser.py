@@ -11,12 +11,12 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from .._version import __version__
-from . import bench, demo, embed, info
+from . import bench, convert, demo, embed, info, split_onnx
 from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXPECTED_ERRORS, CLIError, describe, fail
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``bertembed`` argument parser with its four subcommands."""
+    """The ``bertembed`` argument parser with its subcommands."""
     parser = argparse.ArgumentParser(
         prog="bertembed",
         description="Fast, safe BERT input embeddings (token + position + segment, "
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bertembed {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, info, bench, embed):
+    for command in (demo, info, bench, embed, convert, split_onnx):
         command.add_parser(sub)
     return parser
 

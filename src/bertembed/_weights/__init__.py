@@ -12,14 +12,15 @@ import os
 from pathlib import Path
 
 from .base import TensorInfo, TensorSource
+from .errors import CheckpointError, UnsafeCheckpointError
 from .files import INDEX, open_file, sniff
 from .safetensors import SafetensorsFile
 from .sharded import ShardedWeights
-from .torch_pickle import UnsafeCheckpointError
 from .torch_zip import TorchZipFile
 
 __all__ = [
     "WEIGHTS_NAMES",
+    "CheckpointError",
     "SafetensorsFile",
     "ShardedWeights",
     "TensorInfo",
@@ -61,8 +62,9 @@ def open_weights(path: str | os.PathLike[str]) -> TensorSource:
         `path` does not exist.
     IsADirectoryError
         `path` is a directory (use :func:`find_weights`).
-    ValueError
-        Not a readable checkpoint: malformed, the legacy torch format, or a
+    CheckpointError
+        Not a readable checkpoint (a ``ValueError``): malformed, over a size
+        or nesting limit, not a regular file, the legacy torch format, or a
         pickle that references more than a state dict needs
         (:class:`UnsafeCheckpointError`, nothing was run).
 
@@ -110,6 +112,6 @@ def find_weights(directory: str | os.PathLike[str]) -> TensorSource:
     if not d.is_dir():
         raise NotADirectoryError(f"{d}: not a directory (open_weights reads a weights file)")
     for name in WEIGHTS_NAMES:
-        if (d / name).is_file():
+        if os.path.lexists(d / name):  # (a FIFO, a directory or a broken link by that name is an error)
             return open_weights(d / name)
     raise FileNotFoundError(f"{d}: no weights file (looked for {', '.join(WEIGHTS_NAMES)})")

@@ -20,6 +20,8 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from .errors import short
+
 #: Bytes per element of the dtypes a checkpoint may hold.
 ITEMSIZE = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1,
@@ -86,7 +88,7 @@ class TensorSource(Protocol):
 
 def no_tensor(path: Path, name: str) -> KeyError:
     """The KeyError for a tensor `path` does not hold."""
-    return KeyError(f"{path}: no tensor {name!r}")
+    return KeyError(f"{path}: no tensor {short(name)}")
 
 
 def float_dtype(path: Path, name: str, dtype: str) -> np.dtype:
@@ -94,7 +96,7 @@ def float_dtype(path: Path, name: str, dtype: str) -> np.dtype:
     stored = FLOAT_DTYPES.get(dtype)
     if stored is None:
         raise TypeError(
-            f"{path}: tensor {name!r} has dtype {dtype}; expected F32, F64, F16 or BF16"
+            f"{path}: tensor {short(name)} has dtype {dtype}; expected F32, F64, F16 or BF16"
         )
     return stored
 

@@ -12,7 +12,6 @@ and processes that map the same file share one copy in the page cache.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -23,9 +22,13 @@ from typing import Any
 import numpy as np
 
 from .base import ITEMSIZE, TensorInfo, finish, float_dtype, no_tensor
+from .errors import CheckpointError, short
+from .reading import MAX_HEADER_BYTES, file_size, open_regular, parse_json, too_big
 
-#: The same limit as the safetensors package: larger headers are refused.
-MAX_HEADER_BYTES = 100_000_000
+#: Most dimensions a tensor may have (NumPy's own limit is 64).
+MAX_DIMS = 32
+#: Largest size, offset or dimension accepted in a header.
+MAX_INT = 2**62
 
 
 class SafetensorsFile:
@@ -56,29 +59,25 @@ class SafetensorsFile:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        try:
-            size = self.path.stat().st_size
-            with open(self.path, "rb") as fh:
-                head = fh.read(8)
-                if len(head) < 8:
-                    raise self._error(
-                        f"truncated: {size} bytes, too short for a safetensors header"
-                    )
-                (n,) = struct.unpack("<Q", head)
-                if n > MAX_HEADER_BYTES or 8 + n > size:
-                    raise self._error(
-                        f"header length {n} does not fit in a file of {size} bytes "
-                        "(truncated, or not a safetensors file)"
-                    )
-                raw = fh.read(n)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{self.path}: no such file") from None
+        with open_regular(self.path, "safetensors file") as fh:
+            size = file_size(fh)
+            head = fh.read(8)
+            if len(head) < 8:
+                raise self._error(f"truncated: {size} bytes, too short for a safetensors header")
+            (n,) = struct.unpack("<Q", head)
+            if 8 + n > size:
+                raise self._error(
+                    f"header length {n} does not fit in a file of {size} bytes "
+                    "(truncated, or not a safetensors file)"
+                )
+            if n > MAX_HEADER_BYTES:
+                raise too_big(self.path, "the safetensors header", n, MAX_HEADER_BYTES, "MAX_HEADER_BYTES")
+            raw = fh.read(n)
+        if len(raw) < n:
+            raise self._error(f"the file shrank while its header was read ({len(raw)} of {n} bytes)")
         self.data_start = 8 + n
         self.data_size = size - self.data_start
-        try:
-            header = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise self._error(f"the header is not valid JSON ({exc})") from None
+        header = parse_json(raw, self.path, "the header ", _two_level_keys)
         if not isinstance(header, dict):
             raise self._error(f"the header is a JSON {type(header).__name__}, not an object")
         header.pop("__metadata__", None)
@@ -90,32 +89,36 @@ class SafetensorsFile:
     def __repr__(self) -> str:
         return f"SafetensorsFile({str(self.path)!r}, {len(self.entries)} tensors)"
 
-    def _error(self, message: str) -> ValueError:
-        return ValueError(f"{self.path}: {message}")
+    def _error(self, message: str) -> CheckpointError:
+        return CheckpointError(f"{self.path}: {message}")
+
+    def _malformed(self, name: str, entry: Any) -> CheckpointError:
+        return self._error(
+            f"malformed header entry for {short(name)}: expected "
+            '{"dtype": str, "shape": [int, ...], "data_offsets": [begin, end]}, '
+            f"got {short(entry)}"
+        )
 
     def _parse_entry(self, name: str, entry: Any) -> tuple[str, tuple[int, ...], int, int]:
-        bad = self._error(
-            f"malformed header entry for {name!r}: expected "
-            '{"dtype": str, "shape": [int, ...], "data_offsets": [begin, end]}, '
-            f"got {entry!r}"
-        )
         if not isinstance(entry, Mapping):
-            raise bad
+            raise self._malformed(name, entry)
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if not isinstance(dtype, str) or not isinstance(shape, list):
-            raise bad
+        if not isinstance(dtype, str) or len(dtype) > 16 or not isinstance(shape, list):
+            raise self._malformed(name, entry)
         if not isinstance(offsets, list) or len(offsets) != 2:
-            raise bad
+            raise self._malformed(name, entry)
+        if len(shape) > MAX_DIMS:
+            raise self._error(f"tensor {short(name)} has {len(shape)} dimensions, more than {MAX_DIMS}")
         ints = [*shape, *offsets]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
-            raise bad
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_INT for v in ints):
+            raise self._malformed(name, entry)
         begin, end = offsets
         if begin > end:
-            raise bad
+            raise self._malformed(name, entry)
         itemsize = ITEMSIZE.get(dtype)
         if itemsize is not None and math.prod(shape) * itemsize != end - begin:
             raise self._error(
-                f"tensor {name!r} of dtype {dtype} and shape {tuple(shape)} needs "
+                f"tensor {short(name)} of dtype {dtype} and shape {short(tuple(shape))} needs "
                 f"{math.prod(shape) * itemsize} bytes, its data_offsets {offsets} span "
                 f"{end - begin}"
             )
@@ -127,7 +130,7 @@ class SafetensorsFile:
         for begin, end, name in spans:
             if begin != at:
                 raise self._error(
-                    f"tensor {name!r} starts at data byte {begin}, expected {at} "
+                    f"tensor {short(name)} starts at data byte {begin}, expected {at} "
                     "(the data has a hole or overlapping tensors)"
                 )
             at = end
@@ -187,9 +190,26 @@ class SafetensorsFile:
         _, _, begin, end = self.entries[name]
         stored = float_dtype(self.path, name, dtype)
         if begin == end:
-            arr = np.empty(shape, stored)
-        else:
-            arr = np.memmap(
-                self.path, dtype=stored, mode="r", offset=self.data_start + begin, shape=shape
-            )
+            return finish(np.empty(shape, stored))
+        with open_regular(self.path, "safetensors file") as fh:
+            size = file_size(fh)
+            if size < self.data_start + end:
+                raise self._error(
+                    f"the file shrank to {size} bytes since it was opened (tensor {short(name)} "
+                    f"ends at byte {self.data_start + end})"
+                )
+            try:
+                arr = np.memmap(fh, dtype=stored, mode="r", offset=self.data_start + begin, shape=shape)
+            except (OSError, ValueError) as exc:  # (mmap: e.g. no address space left)
+                raise OSError(
+                    getattr(exc, "errno", None),
+                    f"{self.path}: cannot map tensor {short(name)} ({end - begin} bytes): {exc}",
+                ) from None
         return finish(arr)
+
+
+def _two_level_keys(header: Any) -> int:
+    """The keys of a header and of its entries (a valid header nests no deeper); -1 if not an object."""
+    if type(header) is not dict:
+        return -1
+    return len(header) + sum(len(v) for v in header.values() if type(v) is dict)

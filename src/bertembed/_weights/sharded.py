@@ -8,7 +8,6 @@ large model maps one shard and never reads the others.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -16,7 +15,12 @@ from typing import Any
 import numpy as np
 
 from .base import TensorInfo, TensorSource, no_tensor
+from .errors import CheckpointError, short
 from .files import open_file
+from .reading import MAX_INDEX_BYTES, parse_json, read_capped
+
+#: Longest shard file name an index may give (real ones are ~40 characters).
+MAX_SHARD_NAME = 1024
 
 
 class ShardedWeights:
@@ -52,14 +56,8 @@ class ShardedWeights:
         self.path = Path(path)
         self.directory = self.path.parent
         self._shards: dict[str, TensorSource] = {}
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{self.path}: no such file") from None
-        try:
-            index = json.loads(raw.decode("utf-8"), object_pairs_hook=self._no_duplicates)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise self._error(f"not valid JSON ({exc})") from None
+        raw = read_capped(self.path, MAX_INDEX_BYTES, "MAX_INDEX_BYTES", "index file")
+        index = parse_json(raw, self.path)
         if not isinstance(index, dict):
             raise self._error(f"expected a JSON object, got a {type(index).__name__}")
         weight_map = index.get("weight_map")
@@ -73,24 +71,16 @@ class ShardedWeights:
         shards = len(set(self._where.values()))
         return f"ShardedWeights({str(self.path)!r}, {len(self._where)} tensors, {shards} shards)"
 
-    def _error(self, message: str) -> ValueError:
-        return ValueError(f"{self.path}: {message}")
-
-    def _no_duplicates(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise self._error(f"the key {key!r} appears twice in one object")
-            out[key] = value
-        return out
+    def _error(self, message: str) -> CheckpointError:
+        return CheckpointError(f"{self.path}: {message}")
 
     def _shard_name(self, tensor: str, file: Any) -> str:
-        if not isinstance(file, str) or not file or "\0" in file:
-            raise self._error(f"weight_map[{tensor!r}] must be a shard file name, got {file!r}")
+        if not isinstance(file, str) or not file or "\0" in file or len(file) > MAX_SHARD_NAME:
+            raise self._error(f"weight_map[{short(tensor)}] must be a shard file name, got {short(file)}")
         posix, windows = PurePosixPath(file), PureWindowsPath(file)
         if posix.is_absolute() or windows.drive or windows.root or ".." in windows.parts:
             raise self._error(
-                f"weight_map[{tensor!r}] is {file!r}: a shard must be a relative path inside "
+                f"weight_map[{short(tensor)}] is {short(file)}: a shard must be a relative path inside "
                 f"{self.directory} (no absolute path, no '..')"
             )
         return file
@@ -113,20 +103,22 @@ class ShardedWeights:
             raise no_tensor(self.path, name) from None
         shard = self._shards.get(file)
         if shard is None:
+            where = f"{self.path}: tensor {short(name)} is in shard {short(file)}"
             try:
                 shard = open_file(self.directory / file)
             except FileNotFoundError:
-                raise FileNotFoundError(
-                    f"{self.path}: tensor {name!r} is in shard {file!r}, and "
-                    f"{self.directory / file} does not exist"
-                ) from None
+                raise FileNotFoundError(f"{where}, and {self.directory / file} does not exist") from None
+            except IsADirectoryError:
+                raise IsADirectoryError(f"{where}, and {self.directory / file} is a directory") from None
             except ValueError as exc:
-                raise type(exc)(
-                    f"{self.path}: tensor {name!r} is in shard {file!r}, which cannot be read: {exc}"
-                ) from exc
+                raise type(exc)(f"{where}, which cannot be read: {exc}") from exc
+            except OSError as exc:
+                raise CheckpointError(f"{where}, which cannot be opened: {exc.strerror or type(exc).__name__}") from exc
             self._shards[file] = shard
         if name not in shard:
-            raise KeyError(f"{self.path}: the index puts tensor {name!r} in {file!r}, which has no such tensor")
+            raise KeyError(
+                f"{self.path}: the index puts tensor {short(name)} in {short(file)}, which has no such tensor"
+            )
         return shard
 
     def info(self, name: str) -> TensorInfo:

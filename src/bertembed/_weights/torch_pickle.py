@@ -21,20 +21,25 @@ import collections
 import io
 import math
 import pickle
+import pickletools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .base import ITEMSIZE
+from .errors import CheckpointError, UnsafeCheckpointError, short
+from .reading import MAX_PICKLE_BYTES, too_big
+
+__all__ = ["TensorRef", "UnsafeCheckpointError", "load_state_dict", "prescan"]
+
+#: Deepest nesting of the objects a pickle builds (a state dict nests about 5 levels).
+MAX_PICKLE_DEPTH = 100
+#: Most items (and MARKs) on the unpickler's stack at once (a state dict's stays below a few thousand).
+MAX_PICKLE_STACK = 100_000
+#: Most memo entries (a state dict's pickle stores under ten per tensor).
+MAX_PICKLE_MEMO = 1_000_000
 
 #: Largest int accepted for a size, stride, offset or element count.
 _MAX_INT = 2**62
-
-
-class UnsafeCheckpointError(ValueError):
-    """A pickle references a global that a state dict does not need.
-
-    Nothing from the file was imported or run.
-    """
 
 
 class BadPickle(ValueError):
@@ -88,7 +93,7 @@ STORAGE_TYPES = {
 
 def _count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_INT:
-        raise BadPickle(f"{what} must be an int in [0, 2**62], got {value!r}")
+        raise BadPickle(f"{what} must be an int in [0, 2**62], got {short(value)}")
     return value
 
 
@@ -106,19 +111,19 @@ def tensor_ref(storage: Any, offset: Any, size: Any, stride: Any) -> TensorRef:
     shape = _ints(size, "size")
     strides = _ints(stride, "stride")
     if len(shape) != len(strides):
-        raise BadPickle(f"size {shape} and stride {strides} have different lengths")
+        raise BadPickle(f"size {short(shape)} and stride {short(strides)} have different lengths")
     if math.prod(shape) * ITEMSIZE[storage.dtype] > _MAX_INT:
-        raise BadPickle(f"size {shape} is too large")
+        raise BadPickle(f"size {short(shape)} is too large")
     if 0 not in shape:
         last = offset + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
         if last >= storage.numel:
             raise BadPickle(
-                f"a tensor of size {shape}, stride {strides} at offset {offset} reads element "
-                f"{last} of storage {storage.key!r}, which has {storage.numel} elements"
+                f"a tensor of size {short(shape)}, stride {short(strides)} at offset {offset} reads element "
+                f"{last} of storage {short(storage.key)}, which has {storage.numel} elements"
             )
     elif offset > storage.numel:
         raise BadPickle(
-            f"storage_offset {offset} is past the end of storage {storage.key!r} ({storage.numel} elements)"
+            f"storage_offset {offset} is past the end of storage {short(storage.key)} ({storage.numel} elements)"
         )
     return TensorRef(storage, offset, shape, strides)
 
@@ -190,28 +195,30 @@ class _StateDictUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Storage:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise BadPickle(f"unknown persistent id {pid!r} (expected ('storage', type, key, location, numel))")
+            raise BadPickle(f"unknown persistent id {short(pid)} (expected ('storage', type, key, location, numel))")
         _, kind, key, _location, numel = pid
         if not isinstance(kind, StorageType):
-            raise BadPickle(f"persistent id {pid!r}: {kind!r} is not a storage type")
+            raise BadPickle(f"persistent id {short(pid)}: {short(kind)} is not a storage type")
         if not isinstance(key, str):
-            raise BadPickle(f"persistent id {pid!r}: the key must be a str")
-        numel = _count(numel, f"the element count of storage {key!r}")
+            raise BadPickle(f"persistent id {short(pid)}: the key must be a str")
+        if len(key) > 1000:
+            raise BadPickle(f"persistent id {short(pid)}: a key of {len(key)} characters")
+        numel = _count(numel, f"the element count of storage {short(key)}")
         storage = Storage(key, kind.dtype, numel)
         seen = self._storages.setdefault(key, storage)
         if seen != storage:
             raise BadPickle(
-                f"storage {key!r} is referenced as {seen.numel} x {seen.dtype} and as "
+                f"storage {short(key)} is referenced as {seen.numel} x {seen.dtype} and as "
                 f"{numel} x {kind.dtype}"
             )
         if seen is storage:
             need = numel * ITEMSIZE[kind.dtype]
             have = self._storage_bytes(key)
             if have is None:
-                raise BadPickle(f"storage {key!r} has no zip member data/{key}")
+                raise BadPickle(f"storage {short(key)} has no zip member data/{short(key)[1:-1]}")
             if have != need:
                 raise BadPickle(
-                    f"storage {key!r} ({numel} x {kind.dtype}) needs {need} bytes, "
+                    f"storage {short(key)} ({numel} x {kind.dtype}) needs {need} bytes, "
                     f"its zip member holds {have}"
                 )
         return storage
@@ -253,29 +260,32 @@ def load_state_dict(
     >>> load_state_dict(pickle.dumps(print), "x.bin", lambda key: None)
     Traceback (most recent call last):
     ...
-    bertembed._weights.torch_pickle.UnsafeCheckpointError: x.bin: refusing to load: the pickle references
+    bertembed.UnsafeCheckpointError: x.bin: refusing to load: the pickle references
     the global 'builtins.print', ...
     """
+    prescan(data, where)
     unpickler = _StateDictUnpickler(data, storage_bytes)
     try:
         obj = unpickler.load()
     except _Refused as exc:
         raise UnsafeCheckpointError(
             f"{where}: refusing to load: the pickle references the global "
-            f"'{exc.module}.{exc.name}', which a state dict of tensors does not need "
+            f"{short(exc.module + '.' + exc.name)}, which a state dict of tensors does not need "
             "(allowed: collections.OrderedDict, torch._utils._rebuild_tensor_v2 and "
             "its relatives, torch storage types); nothing from the file was run"
         ) from None
     except BadPickle as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise CheckpointError(f"{where}: {exc}") from None
     except Exception as exc:  # malformed pickle: pickle's, dict's and tuple's own errors
-        raise ValueError(f"{where}: not a valid state dict pickle ({type(exc).__name__}: {exc})") from None
+        raise CheckpointError(
+            f"{where}: not a valid state dict pickle ({type(exc).__name__}: {_message(exc)})"
+        ) from None
     if not isinstance(obj, dict):
-        raise ValueError(f"{where}: the pickle holds a {type(obj).__name__}, not a state dict")
+        raise CheckpointError(f"{where}: the pickle holds a {type(obj).__name__}, not a state dict")
     tensors = {}
     for name, value in obj.items():
         if not isinstance(name, str):
-            raise ValueError(f"{where}: the state dict has a key {name!r} that is not a str")
+            raise CheckpointError(f"{where}: the state dict has a key {short(name)} that is not a str")
         if isinstance(value, TensorRef):
             tensors[name] = value
     if not tensors:
@@ -283,8 +293,129 @@ def load_state_dict(
             k for k, v in obj.items() if isinstance(v, dict) and any(isinstance(t, TensorRef) for t in v.values())
         ]
         if nested:
-            raise ValueError(
-                f"{where}: the tensors are nested under {nested[0]!r}, not at the top of the dict; "
+            raise CheckpointError(
+                f"{where}: the tensors are nested under {short(nested[0])}, not at the top of the dict; "
                 "save the state dict itself"
             )
     return tensors
+
+
+def _message(exc: BaseException) -> str:
+    """`exc`'s message, bounded (a malformed pickle's own errors may quote its data)."""
+    try:
+        text = str(exc)
+    except Exception:
+        return "(no message)"
+    if "integer string conversion" in text:  # int(): more digits than Python converts
+        return "an integer with too many digits"
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+#: Opcodes that pop the stack down to (and including) the topmost MARK.
+_TO_MARK = {"markobject"}
+
+
+def prescan(data: bytes, where: str) -> None:
+    """Check a pickle's structure before the unpickler runs it.
+
+    Refuses a pickle over :data:`~bertembed._weights.reading.MAX_PICKLE_BYTES`,
+    then walks the opcodes (``pickletools.genops``: nothing is built or run) and
+    tracks, for every item on the stack and in the memo, how deeply nested
+    the object it stands for is. Refused, naming `where`: malformed opcodes,
+    nesting deeper than :data:`MAX_PICKLE_DEPTH` (CPython's unpickler builds
+    such objects fine, but hashing or printing one recurses in C and can
+    crash the process), more than :data:`MAX_PICKLE_STACK` items on the
+    stack and more than :data:`MAX_PICKLE_MEMO` in the memo.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> prescan(pickle.dumps({"a": (1, 2)}), "x.bin")
+    >>> deep = b"\\x80\\x02)" + b"\\x85" * 1000 + b"."  # (((...),),) 1000 deep
+    >>> prescan(deep, "x.bin")
+    Traceback (most recent call last):
+    ...
+    bertembed.CheckpointError: x.bin: the pickle nests objects more than 100 deep ...
+    """
+    if len(data) > MAX_PICKLE_BYTES:
+        raise too_big(where, "the pickle", len(data), MAX_PICKLE_BYTES, "MAX_PICKLE_BYTES")
+    stack: list[int] = []  # the nesting depth of each stack item
+    marks: list[int] = []
+    memo: dict[Any, int] = {}
+    deepest = 0
+    try:
+        for op, arg, pos in pickletools.genops(data):
+            name = op.name
+            if name == "STOP":
+                break
+            before, after = op.stack_before, op.stack_after
+            if name == "MARK":
+                marks.append(len(stack))
+                if len(stack) + len(marks) > MAX_PICKLE_STACK:
+                    raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
+                continue
+            if name in _MEMO_PUT:
+                if not stack:
+                    raise BadPickle(f"{name} at byte {pos} with an empty stack")
+                memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
+                if len(memo) > MAX_PICKLE_MEMO:
+                    raise BadPickle(f"more than {MAX_PICKLE_MEMO} memo entries")
+                continue
+            if name in _MEMO_GET:
+                if arg not in memo:
+                    raise BadPickle(f"{name} at byte {pos} reads memo entry {short(arg)}, never stored")
+                stack.append(memo[arg])
+                if len(stack) + len(marks) > MAX_PICKLE_STACK:
+                    raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
+                continue
+            popped: list[int] = []  # outer items first, then the slice since the MARK
+            outer = before
+            if pickletools.markobject in before:
+                k = before.index(pickletools.markobject)
+                outer = before[:k]
+                if not marks:
+                    raise BadPickle(f"{name} at byte {pos} without a MARK")
+                at = marks.pop()
+                if at > len(stack):
+                    raise BadPickle(f"{name} at byte {pos}: the stack is shorter than its MARK")
+                popped = stack[at:]
+                del stack[at:]
+            if len(stack) < len(outer):
+                raise BadPickle(f"{name} at byte {pos} with too few items on the stack")
+            if outer:
+                popped = stack[len(stack) - len(outer):] + popped
+                del stack[len(stack) - len(outer):]
+            if not after:
+                continue
+            if name in _SAME:
+                depth = popped[0]
+            elif name in _UPDATES:  # the container stays itself, holding the other items
+                depth = max(popped[0], max(popped[1:], default=-1) + 1)
+            else:
+                depth = max(popped, default=-1) + 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_PICKLE_DEPTH:
+                    raise CheckpointError(
+                        f"{where}: the pickle nests objects more than {MAX_PICKLE_DEPTH} deep "
+                        f"(at byte {pos}; a state dict nests about 5): refusing to load it"
+                    )
+            stack.extend([depth] * len(after))
+            if len(stack) + len(marks) > MAX_PICKLE_STACK:
+                raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
+        else:
+            raise BadPickle("no STOP opcode: truncated")
+    except BadPickle as exc:
+        raise CheckpointError(f"{where}: not a valid state dict pickle ({exc})") from None
+    except CheckpointError:
+        raise
+    except ValueError as exc:  # genops: an unknown opcode, or an argument past the end
+        raise CheckpointError(f"{where}: not a valid state dict pickle ({_message(exc)})") from None
+
+
+_MEMO_PUT = {"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"}
+_MEMO_GET = {"GET", "BINGET", "LONG_BINGET"}
+#: Opcodes that add items to (or set the state of) the object below them, leaving it on the stack.
+_UPDATES = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}
+#: Opcodes that push back the object they took (DUP pushes it twice).
+_SAME = {"DUP", "READONLY_BUFFER"}

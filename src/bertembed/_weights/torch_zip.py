@@ -24,16 +24,28 @@ import os
 import re
 import struct
 import zipfile
+import zlib
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
 from .base import TensorInfo, finish, float_dtype, no_tensor
+from .errors import CheckpointError, bounded, short
+from .reading import (
+    MAX_BYTEORDER_BYTES,
+    MAX_PICKLE_BYTES,
+    MAX_ZIP_MEMBERS,
+    file_size,
+    open_regular,
+    read_stream_capped,
+    too_big,
+)
 from .torch_pickle import TensorRef, load_state_dict
 
 ZIP_MAGIC = b"PK\x03\x04"
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # signature ... name length, extra length
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory: ..., entries (total), size, offset, comment
 
 _LEGACY = (
     "the legacy torch.save format (torch < 1.6, or _use_new_zipfile_serialization=False) "
@@ -85,48 +97,95 @@ class TorchZipFile:
         self.path = Path(path)
         self._map: np.memmap | None = None
         self._storages: dict[str, np.ndarray] = {}
-        try:
-            size = self.path.stat().st_size
-            with open(self.path, "rb") as fh:
-                head = fh.read(512)
-                if head[:4] != ZIP_MAGIC:
-                    if is_legacy_torch(head):
-                        raise self._error(_LEGACY)
-                    raise self._error("not a zip archive, so not a file written by torch.save")
-                fh.seek(0)
-                self._read_archive(fh, size)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{self.path}: no such file") from None
+        with open_regular(self.path, "torch.save file") as fh:
+            size = file_size(fh)
+            head = fh.read(512)
+            if head[:4] != ZIP_MAGIC:
+                if is_legacy_torch(head):
+                    raise self._error(_LEGACY)
+                raise self._error("not a zip archive, so not a file written by torch.save")
+            self._check_member_count(fh, size)
+            fh.seek(0)
+            self._read_archive(fh, size)
 
     def __repr__(self) -> str:
         return f"TorchZipFile({str(self.path)!r}, {len(self._tensors)} tensors)"
 
-    def _error(self, message: str) -> ValueError:
-        return ValueError(f"{self.path}: {message}")
+    def _error(self, message: str) -> CheckpointError:
+        return CheckpointError(f"{self.path}: {message}")
+
+    def _check_member_count(self, fh: BinaryIO, size: int) -> None:
+        """Refuse a central directory of more than MAX_ZIP_MEMBERS entries before zipfile lists it."""
+        tail_at = max(0, size - _EOCD.size - 65535)
+        fh.seek(tail_at)
+        tail = fh.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or at + _EOCD.size > len(tail):
+            return  # zipfile says what is wrong
+        count = _EOCD.unpack_from(tail, at)[4]
+        if count == 0xFFFF and at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":
+            (zip64_at,) = struct.unpack_from("<Q", tail, at - 12)
+            if zip64_at + 56 <= size:
+                fh.seek(zip64_at)
+                record = fh.read(56)
+                if record[:4] == b"PK\x06\x06":
+                    (count,) = struct.unpack_from("<Q", record, 32)
+        if count > MAX_ZIP_MEMBERS:
+            raise self._error(
+                f"the zip archive lists {count} members, more than the limit of {MAX_ZIP_MEMBERS} "
+                "(bertembed._weights.reading.MAX_ZIP_MEMBERS)"
+            )
+
+    def _read_member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, limit_name: str) -> bytes:
+        """A small member's bytes, never inflating more than `limit` bytes of it."""
+        name = info.filename
+        if info.flag_bits & 0x1:
+            raise self._error(f"zip member {short(name)} is encrypted")
+        if info.file_size > limit:
+            raise too_big(self.path, f"zip member {short(name)}", info.file_size, limit, limit_name)
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            raise self._error(
+                f"zip member {short(name)} is stored uncompressed, yet its directory entry records "
+                f"{info.compress_size} bytes stored and {info.file_size} bytes of data"
+            )
+        try:
+            with zf.open(info) as stream:
+                data = read_stream_capped(stream, limit)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError,
+                RuntimeError, zlib.error) as exc:
+            raise self._error(
+                f"cannot read zip member {short(name)} ({bounded(exc)}): the archive is damaged, or its recorded "
+                f"sizes ({info.compress_size} bytes stored, {info.file_size} bytes) are wrong"
+            ) from None
+        if data is None:
+            raise too_big(self.path, f"zip member {short(name)}", f"more than {limit}", limit, limit_name)
+        if len(data) != info.file_size:
+            raise self._error(
+                f"zip member {short(name)} holds {len(data)} bytes, its directory entry says {info.file_size}"
+            )
+        return data
 
     def _read_archive(self, fh: BinaryIO, size: int) -> None:
         try:
             zf = zipfile.ZipFile(fh)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
-            raise self._error(f"not a valid zip archive ({exc})") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
+                NotImplementedError, struct.error) as exc:
+            raise self._error(f"not a valid zip archive ({bounded(exc)})") from None
         with zf:
             infos: dict[str, zipfile.ZipInfo] = {}
             for info in zf.infolist():
                 if info.filename in infos:
-                    raise self._error(f"the zip archive holds {info.filename!r} twice")
+                    raise self._error(f"the zip archive holds {short(info.filename)} twice")
                 infos[info.filename] = info
             pickles = [n for n in infos if re.fullmatch(r"[^/]+/data\.pkl", n)]
             if len(pickles) != 1:
-                found = "none" if not pickles else ", ".join(pickles)
+                found = "none" if not pickles else ", ".join(short(p)[1:-1] for p in pickles[:5])
                 raise self._error(
                     f"a torch.save archive holds one '<archive>/data.pkl', this zip has {found}"
                 )
             prefix = pickles[0][: -len("data.pkl")]
             self._big = self._byteorder(zf, infos.get(prefix + "byteorder"))
-            try:
-                data = zf.read(pickles[0])
-            except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
-                raise self._error(f"cannot read {pickles[0]} ({exc})") from None
+            data = self._read_member(zf, infos[pickles[0]], MAX_PICKLE_BYTES, "MAX_PICKLE_BYTES")
 
             def storage_bytes(key: str) -> int | None:
                 info = infos.get(f"{prefix}data/{key}")
@@ -144,22 +203,19 @@ class TorchZipFile:
     def _byteorder(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo | None) -> bool:
         if info is None:
             return False  # written before torch recorded it: little-endian
-        try:
-            order = zf.read(info)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
-            raise self._error(f"cannot read {info.filename} ({exc})") from None
+        order = self._read_member(zf, info, MAX_BYTEORDER_BYTES, "MAX_BYTEORDER_BYTES")
         if order not in (b"little", b"big"):
-            raise self._error(f"{info.filename} is {order[:20]!r}, expected b'little' or b'big'")
+            raise self._error(f"{short(info.filename)[1:-1]} is {short(order)}, expected b'little' or b'big'")
         return order == b"big"
 
     def _data_start(self, fh: BinaryIO, info: zipfile.ZipInfo, size: int) -> int:
         """The file offset of an uncompressed member's bytes (after its local header)."""
         name = info.filename
         if info.flag_bits & 0x1:
-            raise self._error(f"zip member {name!r} is encrypted")
+            raise self._error(f"zip member {short(name)} is encrypted")
         if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
             raise self._error(
-                f"zip member {name!r} is compressed (method {info.compress_type}); tensors are "
+                f"zip member {short(name)} is compressed (method {info.compress_type}); tensors are "
                 "mapped from uncompressed members only, as torch.save writes them (decompressing "
                 "would make a private copy of every table): save the state dict again with "
                 "torch.save instead of re-zipping the file"
@@ -167,20 +223,20 @@ class TorchZipFile:
         fh.seek(info.header_offset)
         header = fh.read(_LOCAL_HEADER.size)
         if len(header) < _LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:
-            raise self._error(f"zip member {name!r}: no local file header at byte {info.header_offset}")
+            raise self._error(f"zip member {short(name)}: no local file header at byte {info.header_offset}")
         fields = _LOCAL_HEADER.unpack(header)
         method, name_len, extra_len = fields[3], fields[-2], fields[-1]
         encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
         local_name = fh.read(name_len).decode(encoding, errors="replace")
         if local_name != info.orig_filename or method != zipfile.ZIP_STORED:
             raise self._error(
-                f"zip member {name!r}: its local header ({local_name!r}, method {method}) "
+                f"zip member {short(name)}: its local header ({short(local_name)}, method {method}) "
                 "does not match the central directory"
             )
         start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
         if start + info.file_size > size:
             raise self._error(
-                f"truncated: zip member {name!r} ends at byte {start + info.file_size}, "
+                f"truncated: zip member {short(name)} ends at byte {start + info.file_size}, "
                 f"the file has {size}"
             )
         return start
@@ -219,9 +275,14 @@ class TorchZipFile:
         if storage is None:
             if self._map is None:
                 end = max(start + nbytes for start, nbytes in self._spans.values())
-                mapped = np.memmap(self.path, dtype=np.uint8, mode="r")
-                if mapped.size < end:
-                    raise self._error(f"the file shrank to {mapped.size} bytes since it was opened")
+                with open_regular(self.path, "torch.save file") as fh:
+                    now = file_size(fh)
+                    if now < end:
+                        raise self._error(f"the file shrank to {now} bytes since it was opened")
+                    try:
+                        mapped = np.memmap(fh, dtype=np.uint8, mode="r")
+                    except (OSError, ValueError) as exc:  # (mmap: e.g. no address space left)
+                        raise OSError(getattr(exc, "errno", None), f"{self.path}: cannot map the file: {exc}") from None
                 self._map = mapped
             start, nbytes = self._spans[key]
             storage = self._map[start : start + nbytes].view(dtype)
@@ -251,6 +312,7 @@ class TorchZipFile:
             dtype = dtype.newbyteorder(">")
         if 0 in ref.shape:
             return finish(np.empty(ref.shape, dtype))
+        _check_no_overlap(self.path, name, ref)
         storage = self._storage(ref.storage.key, dtype)
         size = dtype.itemsize
         view = np.ndarray(
@@ -258,3 +320,22 @@ class TorchZipFile:
             strides=tuple(s * size for s in ref.strides),
         )
         return finish(view)
+
+
+def _check_no_overlap(path: Path, name: str, ref: TensorRef) -> None:
+    """Refuse a view whose elements overlap (a stride of 0, as ``expand()`` makes, or smaller).
+
+    Such a tensor addresses fewer bytes than its shape holds, so a copy of it
+    (which the embedding tables need) could be far larger than the file. Each
+    dimension longer than 1, taken by increasing stride, must step over the
+    whole extent of the dimensions before it.
+    """
+    extent = 1
+    for stride, n in sorted((s, n) for s, n in zip(ref.strides, ref.shape, strict=True) if n > 1):
+        if stride < extent:
+            raise CheckpointError(
+                f"{path}: tensor {short(name)} of size {short(ref.shape)} has strides {short(ref.strides)} "
+                "whose elements overlap (a stride of 0, as expand() makes, or one smaller than the "
+                "dimensions inside it): save the tensor itself (.contiguous() or .clone())"
+            )
+        extent = stride * (n - 1) + extent

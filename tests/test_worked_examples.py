@@ -1,4 +1,4 @@
-"""The seed problem's examples, numerical example and theory points."""
+"""The worked examples: small sums checked by hand, the sentence-pair numbers and the theory points."""
 
 import numpy as np
 import pytest
@@ -40,8 +40,8 @@ EXAMPLES = [
 
 
 @pytest.mark.parametrize(("kwargs", "expected"), EXAMPLES, ids=["two-segments", "batch", "single"])
-def test_seed_examples(kwargs, expected):
-    # Keyword arguments with the seed's own names, and positionally.
+def test_worked_examples(kwargs, expected):
+    # Keyword arguments by their documented names, and positionally.
     by_name = bert_embeddings(**kwargs)
     by_position = bert_embeddings(*kwargs.values())
     assert by_name.dtype == np.float64
@@ -51,7 +51,7 @@ def test_seed_examples(kwargs, expected):
 
 
 def _pair_tables():
-    """Tables holding the seed's numerical example rows (H = 4)."""
+    """Tables holding the sentence-pair example's hand-picked rows (H = 4)."""
     tok = np.zeros((30522, 4))
     pos = np.zeros((512, 4))
     seg = np.zeros((2, 4))

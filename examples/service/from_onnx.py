@@ -1,0 +1,278 @@
+"""Build the service's directory from a whole-model ONNX file, with no torch at any step.
+
+Usage::
+
+    python from_onnx.py MODEL_DIR OUT_DIR [--onnx MODEL.onnx]
+
+``MODEL_DIR`` is the sentence-transformers model directory (``modules.json``,
+the tokenizer, the Pooling config); ``MODEL.onnx`` is the whole transformer
+as one ONNX graph (ids in, ``last_hidden_state`` out), by default
+``MODEL_DIR/onnx/model.onnx``, where sentence-transformers model repositories
+keep it. What it does:
+
+1. ``bertembed.onnx.split_model`` cuts the graph after the embedding
+   LayerNorm: the embedding tables become a bertembed layer
+   (``OUT_DIR/transformer/config.json`` and ``model.safetensors``), the rest an
+   encoder that takes ``inputs_embeds``;
+2. the model's pooling and normalisation are appended to that encoder as ONNX
+   nodes, its input renamed ``embeddings``: ``OUT_DIR/encoder.onnx`` takes and
+   returns what ``export_encoder.py``'s does;
+3. the tokenizer files and the sentence-transformers configs are copied next
+   to the layer, and ``service.json`` is written;
+4. the result is checked: the service's pipeline against the whole ONNX model
+   (ONNX Runtime) followed by the same pooling in NumPy, on a few texts.
+
+Needs bertembed, onnx, onnxruntime, tokenizers and numpy: the service's own
+packages plus ``onnx``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from pipeline import SERVICE_FILE, SERVICE_FORMAT, SentenceEmbedder, load_tokenizer, pad_token_of
+from st_config import SentenceConfig, UnsupportedModel, read_sentence_config
+
+from bertembed.onnx import split_model
+
+ENCODER_FILE = "encoder.onnx"
+LAYER_DIR = "transformer"
+INPUTS = ("embeddings", "attention_mask")
+OUTPUT = "sentence_embedding"
+#: Pooling modes this script appends as ONNX nodes.
+POOLING = ("cls", "max", "mean", "mean_sqrt_len_tokens")
+#: Files copied from the Transformer module's directory (those present).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+                   "sentence_bert_config.json")
+ROOT_FILES = ("modules.json", "config_sentence_transformers.json")
+CHECK_ATOL = 1e-4
+CHECK_TEXTS = ("A short sentence.", "", "Ünïcödé façade, 東京 and 🚀 " * 40)
+
+
+def pool_numpy(modes: Sequence[str], normalize: bool, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """sentence-transformers' pooling (right padding) and normalisation, in NumPy (the check's reference).
+
+    Examples
+    --------
+    >>> h = np.arange(12.0).reshape(1, 3, 4)
+    >>> pool_numpy(["mean"], False, h, np.array([[1, 1, 0]])).tolist()
+    [[2.0, 3.0, 4.0, 5.0]]
+    """
+    m = mask.astype(hidden.dtype)[:, :, None]
+    parts = []
+    for mode in modes:
+        if mode == "cls":
+            parts.append(hidden[:, 0])
+        elif mode == "max":
+            parts.append(np.where(m == 0, -np.inf, hidden).max(axis=1))
+        else:
+            count = np.maximum(m.sum(axis=1), 1e-9)
+            total = (hidden * m).sum(axis=1)
+            parts.append(total / (count if mode == "mean" else np.sqrt(count)))
+    out = np.concatenate(parts, axis=-1)
+    if normalize:
+        out = out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
+    return out
+
+
+def _reduce(op: str, x: str, axis: int, out: str, opset: int, keepdims: int = 0) -> list[onnx.NodeProto]:
+    """A Reduce node over one axis, axes as an attribute or an input as the opset wants."""
+    axes_as_input = opset >= (13 if op == "ReduceSum" else 18)
+    if axes_as_input:
+        return [helper.make_node("Constant", [], [f"{out}_axes"], value=numpy_helper.from_array(
+                    np.array([axis], np.int64))),
+                helper.make_node(op, [x, f"{out}_axes"], [out], keepdims=keepdims)]
+    return [helper.make_node(op, [x], [out], axes=[axis], keepdims=keepdims)]
+
+
+def _const(name: str, value: float) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, np.float32)))
+
+
+def _hidden_output(model: onnx.ModelProto) -> str:
+    outputs = [o.name for o in model.graph.output]
+    for name in ("last_hidden_state", "token_embeddings"):
+        if name in outputs:
+            return name
+    if len(outputs) == 1:
+        return outputs[0]
+    raise UnsupportedModel(f"the ONNX model has outputs {outputs}; none is last_hidden_state or token_embeddings")
+
+
+def append_pooling(encoder: onnx.ModelProto, config: SentenceConfig) -> onnx.ModelProto:
+    """The split encoder with pooling (and normalisation) after it: ``embeddings``, mask -> ``sentence_embedding``."""
+    g = encoder.graph
+    names = [i.name for i in g.input]
+    if names != ["inputs_embeds", "attention_mask"]:
+        raise UnsupportedModel(f"the encoder takes {names}; the service feeds inputs_embeds and attention_mask only")
+    unknown = [m for m in config.pooling if m not in POOLING]
+    if unknown:
+        raise UnsupportedModel(f"pooling mode(s) {unknown} not supported on this path (supported: {POOLING})")
+    opset = next(o.version for o in encoder.opset_import if o.domain in ("", "ai.onnx"))
+    hidden = _hidden_output(encoder)
+    g.input[0].name = INPUTS[0]
+    for node in g.node:
+        for k, name in enumerate(node.input):
+            if name == "inputs_embeds":
+                node.input[k] = INPUTS[0]
+    nodes = [helper.make_node("Cast", ["attention_mask"], ["pool_mask"], to=TensorProto.FLOAT),
+             helper.make_node("Constant", [], ["pool_axis2"], value=numpy_helper.from_array(np.array([2], np.int64))),
+             helper.make_node("Unsqueeze", ["pool_mask", "pool_axis2"], ["pool_mask3"]),
+             _const("pool_tiny", 1e-9), _const("pool_eps", 1e-12)]
+    if "max" in config.pooling:
+        nodes += [_const("pool_zero", 0.0), _const("pool_neg_inf", -np.inf)]
+    if not config.normalize:
+        nodes = [n for n in nodes if n.output[0] != "pool_eps"]
+    parts = []
+    for k, mode in enumerate(config.pooling):
+        out = f"pool_{k}_{mode}"
+        if mode == "cls":
+            nodes.append(helper.make_node("Constant", [], [f"{out}_index"],
+                                          value=numpy_helper.from_array(np.array(0, np.int64))))
+            nodes.append(helper.make_node("Gather", [hidden, f"{out}_index"], [out], axis=1))
+        elif mode == "max":
+            nodes += [helper.make_node("Equal", ["pool_mask3", "pool_zero"], [f"{out}_pad"]),
+                      helper.make_node("Where", [f"{out}_pad", "pool_neg_inf", hidden], [f"{out}_masked"]),
+                      *_reduce("ReduceMax", f"{out}_masked", 1, out, opset)]
+        else:
+            nodes += [helper.make_node("Mul", [hidden, "pool_mask3"], [f"{out}_weighted"]),
+                      *_reduce("ReduceSum", f"{out}_weighted", 1, f"{out}_total", opset),
+                      *_reduce("ReduceSum", "pool_mask3", 1, f"{out}_count0", opset),
+                      helper.make_node("Max", [f"{out}_count0", "pool_tiny"], [f"{out}_count"])]
+            if mode == "mean_sqrt_len_tokens":
+                nodes.append(helper.make_node("Sqrt", [f"{out}_count"], [f"{out}_sqrt"]))
+                nodes.append(helper.make_node("Div", [f"{out}_total", f"{out}_sqrt"], [out]))
+            else:
+                nodes.append(helper.make_node("Div", [f"{out}_total", f"{out}_count"], [out]))
+        parts.append(out)
+    pooled = "pool_concat" if config.normalize else OUTPUT
+    nodes.append(helper.make_node("Concat", parts, [pooled], axis=-1))
+    if config.normalize:
+        nodes += [helper.make_node("Mul", [pooled, pooled], ["norm_sq"]),
+                  *_reduce("ReduceSum", "norm_sq", -1, "norm_sum", opset, keepdims=1),
+                  helper.make_node("Sqrt", ["norm_sum"], ["norm"]),
+                  helper.make_node("Max", ["norm", "pool_eps"], ["norm_clamped"]),
+                  helper.make_node("Div", [pooled, "norm_clamped"], [OUTPUT])]
+    g.node.extend(nodes)
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", config.dimension]))
+    return encoder
+
+
+def _check(whole_path: Path, config: SentenceConfig, out_dir: Path, pad_id: int, pad_token: str) -> float:
+    """Largest difference between the service's pipeline and the whole ONNX model + NumPy pooling."""
+    tokenizer = load_tokenizer(Path(config.transformer_dir) / "tokenizer.json",
+                               max_seq_length=config.max_seq_length, do_lower_case=config.do_lower_case,
+                               pad_id=pad_id, pad_token=pad_token)
+    whole = ort.InferenceSession(str(whole_path), providers=["CPUExecutionProvider"])
+    embedder = SentenceEmbedder(out_dir)
+    embedder.start()
+    encodings = tokenizer.encode_batch(list(CHECK_TEXTS))
+    ids = np.array([e.ids for e in encodings], np.int64)
+    mask = np.array([e.attention_mask for e in encodings], np.int64)
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    names = [i.name for i in whole.get_inputs()]
+    outputs = [o.name for o in whole.get_outputs()]
+    hidden_name = next((n for n in ("last_hidden_state", "token_embeddings") if n in outputs), outputs[0])
+    hidden = whole.run([hidden_name], {n: feeds[n] for n in names})[0]
+    want = pool_numpy(config.pooling, config.normalize, hidden, mask)
+    got, _ = embedder.embed(list(CHECK_TEXTS))
+    return float(np.abs(got - want).max())
+
+
+def build(model_dir: str | Path, out_dir: str | Path, onnx_path: str | Path | None = None) -> Path:
+    """Write ``OUT_DIR`` for run.sh from a whole-model ONNX file; return the path of service.json.
+
+    Raises
+    ------
+    UnsupportedModel
+        The sentence-transformers pipeline is not one the service reproduces.
+    ValueError
+        The ONNX graph cannot be split (the message names the node), or the check failed.
+    """
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    whole_path = Path(onnx_path) if onnx_path is not None else model_dir / "onnx" / "model.onnx"
+    if not whole_path.is_file():
+        raise FileNotFoundError(f"{whole_path}: no such file (give the whole-model ONNX file with --onnx)")
+    config = read_sentence_config(model_dir, model_types=None)
+    transformer = Path(config.transformer_dir)
+    layer_dir = out_dir / LAYER_DIR
+    result = split_model(whole_path, layer_dir)
+    encoder = onnx.load(str(result.encoder))
+    external = (layer_dir / "encoder.onnx.data").exists()
+    encoder = append_pooling(encoder, config)
+    target = out_dir / ENCODER_FILE
+    if external:
+        onnx.save_model(encoder, str(target), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=ENCODER_FILE + ".data")
+    else:
+        onnx.save_model(encoder, str(target))
+    for name in ("encoder.onnx", "encoder.onnx.data"):
+        (layer_dir / name).unlink(missing_ok=True)
+    for name in TOKENIZER_FILES:
+        if (transformer / name).is_file():
+            shutil.copyfile(transformer / name, layer_dir / name)
+    for name in ROOT_FILES:
+        if (model_dir / name).is_file():
+            shutil.copyfile(model_dir / name, out_dir / name)
+    with open(transformer / "config.json", encoding="utf-8") as fh:
+        model_config = json.load(fh)
+    pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
+    sentence = {**config.to_json(), "transformer_dir": LAYER_DIR, "dimension": config.dimension}
+    service = {
+        "format": SERVICE_FORMAT,
+        "source": str(whole_path.resolve()),
+        "sentence": sentence,
+        "pad_token_id": pad_id,
+        "pad_token": pad_token,
+        "encoder": {"file": ENCODER_FILE, "inputs": list(INPUTS), "output": OUTPUT,
+                    "split": {"model_type": result.model_type, "position_rule": result.position_rule,
+                              "layer_norm": result.layer_norm,
+                              "max_abs_diff_layer_vs_graph": result.max_difference}},
+        "built_with": {"onnx": onnx.__version__, "onnxruntime": ort.__version__},
+    }
+    path = out_dir / SERVICE_FILE
+    path.write_text(json.dumps(service, indent=2) + "\n", encoding="utf-8")
+    diff = _check(whole_path, config, out_dir, pad_id, pad_token)
+    if not diff <= CHECK_ATOL:
+        path.unlink()
+        raise ValueError(f"the service's pipeline differs from the whole ONNX model by {diff:.3g} "
+                         f"(> {CHECK_ATOL}); {path} not written")
+    service["encoder"]["max_abs_diff_vs_whole_model"] = diff
+    path.write_text(json.dumps(service, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``from_onnx.py MODEL_DIR OUT_DIR [--onnx MODEL.onnx]``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("model_dir", help="sentence-transformers model directory (tokenizer, modules.json)")
+    parser.add_argument("out_dir", help="where encoder.onnx, the layer and service.json go")
+    parser.add_argument("--onnx", help="the whole-model ONNX file (default MODEL_DIR/onnx/model.onnx)")
+    args = parser.parse_args(argv)
+    try:
+        path = build(args.model_dir, args.out_dir, args.onnx)
+    except (UnsupportedModel, ValueError, FileNotFoundError) as exc:
+        print(f"from_onnx.py: {exc}", file=sys.stderr)
+        return 2
+    service = json.loads(path.read_text())
+    split, sentence = service["encoder"]["split"], service["sentence"]
+    print(f"wrote {path.parent / ENCODER_FILE} and {path.parent / LAYER_DIR}/ (model_type {split['model_type']}, "
+          f"positions {split['position_rule']}, max |service - whole model| = "
+          f"{service['encoder']['max_abs_diff_vs_whole_model']:.2g})")
+    print(f"pooling {'+'.join(sentence['pooling'])}, normalize {sentence['normalize']}, "
+          f"max_seq_length {sentence['max_seq_length']}, dimension {sentence['dimension']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""The embedding layer's files (config.json and model.safetensors, Hugging Face names) and their check."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .graph import Graph, describe
+from .layernorm import LayerNorm
+from .lookups import Sum
+from .rules import Roles, evaluate, input_dtype
+
+_SAFETENSORS_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64", np.dtype(np.float16): "F16"}
+
+#: Largest difference accepted between the layer and the graph's own embeddings, times max(1, max |value|).
+TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 4e-3}
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    """Write `tensors` in the safetensors format (an 8-byte header length, a JSON header, the data)."""
+    header: dict[str, Any] = {}
+    offset = 0
+    for name, array in tensors.items():
+        n = array.nbytes
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[array.dtype], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)))
+        fh.write(raw)
+        for array in tensors.values():
+            fh.write(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes())
+
+
+def tables(ln: LayerNorm, found: Sum, roles: Roles) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The layer's tensors (Hugging Face names) and its config.json."""
+    token = roles.token.table
+    dtype = token.dtype
+    width = token.shape[1]
+    for lk in found.lookups:
+        if lk.table.shape[1] != width or lk.table.dtype != dtype:
+            raise ValueError(f"{describe(lk.node)}: its table is {lk.table.shape} {lk.table.dtype}, the token "
+                             f"table {token.shape} {dtype}")
+    if found.constants:
+        token = token + sum(c.astype(dtype) for c in found.constants)
+    out = {"embeddings.word_embeddings.weight": np.ascontiguousarray(token)}
+    segment = None
+    if roles.segment is not None:
+        segment = roles.segment.table
+        if roles.segment_input is None:
+            segment = segment[roles.segment_row:roles.segment_row + 1]
+    gamma = np.ones(width, dtype) if ln.gamma is None else ln.gamma.astype(dtype)
+    beta = np.zeros(width, dtype) if ln.beta is None else ln.beta.astype(dtype)
+    if gamma.shape != (width,) or beta.shape != (width,):
+        raise ValueError(f"{describe(ln.node)}: LayerNorm parameters of shape {gamma.shape} / {beta.shape} "
+                         f"for embeddings {width} wide")
+    config: dict[str, Any] = {"vocab_size": int(token.shape[0]), "hidden_size": int(width),
+                              "layer_norm_eps": float(ln.eps)}
+    if roles.rule == "absolute":
+        pos = roles.position.table[roles.offset:]
+        config.update(model_type="bert", max_position_embeddings=int(pos.shape[0]))
+    elif roles.rule == "padding":
+        table = roles.position.table
+        shift = roles.pad_position - roles.pad
+        if shift >= 0:
+            pos = table[shift:]
+        else:
+            pos = np.concatenate([np.zeros((-shift, width), dtype), table])
+        config.update(max_position_embeddings=int(pos.shape[0]), pad_token_id=int(roles.pad))
+        config["model_type"] = "mpnet" if segment is None and roles.pad == 1 else "roberta"
+    else:
+        pos = None
+        config["model_type"] = "gte"
+    if config["model_type"] in ("bert", "roberta") and segment is None:
+        segment = np.zeros((1, width), dtype)
+    if pos is not None:
+        out["embeddings.position_embeddings.weight"] = np.ascontiguousarray(pos)
+    if segment is not None:
+        out["embeddings.token_type_embeddings.weight"] = np.ascontiguousarray(segment)
+    config["type_vocab_size"] = 0 if segment is None else int(segment.shape[0])
+    out["embeddings.LayerNorm.weight"] = gamma
+    out["embeddings.LayerNorm.bias"] = beta
+    return out, config
+
+
+def write(directory: Path, tensors: dict[str, np.ndarray], config: dict[str, Any]) -> None:
+    (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_safetensors(directory / "model.safetensors", tensors)
+
+
+def _probes(roles: Roles, config: dict[str, Any], rng: np.random.Generator) -> list[dict[str, np.ndarray]]:
+    vocab = config["vocab_size"]
+    max_len = config.get("max_position_embeddings", 64)
+    if roles.rule == "padding":
+        max_len -= config["pad_token_id"] + 1
+    pad = roles.pad if roles.rule == "padding" else 0
+    probes = []
+    for b, s in ((3, 9), (2, 1), (4, min(max_len, 64)), (1, max_len)):
+        if s < 1:
+            continue
+        ids = rng.integers(0, vocab, size=(b, s))
+        mask = np.ones((b, s), np.int64)
+        if s > 3:
+            ids[0, -3:], mask[0, -3:] = pad, 0  # right padding
+            ids[-1, :2], mask[-1, :2] = pad, 0  # left padding
+            if b > 2:
+                ids[1, s // 2], mask[1, s // 2] = pad, 0  # a hole
+        ids[0, 0] = vocab - 1
+        probe = {"ids": ids, "mask": mask}
+        if roles.segment_input is not None:
+            probe["types"] = rng.integers(0, roles.segment.table.shape[0], size=(b, s))
+        probes.append(probe)
+    return probes
+
+
+def check(graph: Graph, ln: LayerNorm, roles: Roles, layer: Any, config: dict[str, Any]) -> float:
+    """The largest difference between `layer` and the graph's own embeddings on probe batches.
+
+    Raises ValueError when it is above :data:`TOLERANCE` (times the size of the values).
+    """
+    rng = np.random.default_rng(2)
+    worst = 0.0
+    dtype = roles.token.table.dtype
+    for probe in _probes(roles, config, rng):
+        shape = probe["ids"].shape
+        values = {roles.ids_input: probe["ids"]}
+        if roles.segment_input is not None:
+            values[roles.segment_input] = probe["types"]
+        for name in graph.inputs:
+            if name not in values and input_dtype(graph, name) is not None:
+                values[name] = probe["mask"]
+        want = evaluate(graph, [ln.output], values, shape)[0]
+        got = layer(probe["ids"], probe.get("types"))
+        if got.shape != want.shape:
+            raise ValueError(f"{describe(ln.node)}: the layer gives shape {got.shape}, the graph {want.shape}")
+        diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+        scale = max(1.0, float(np.max(np.abs(want))))
+        if not np.isfinite(diff) or diff > TOLERANCE[np.dtype(dtype)] * scale:
+            raise ValueError(
+                f"{describe(ln.node)}: the extracted layer differs from the graph's embeddings by {diff:.3g} "
+                f"(shape {shape}, position rule {roles.rule}); the split is refused"
+            )
+        worst = max(worst, diff)
+    return worst
