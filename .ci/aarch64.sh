@@ -37,7 +37,7 @@ MIRROR="${AARCH64_MIRROR:-http://deb.debian.org/debian}"
 # LayerNorm, errors, threads, fork and the checkpoint readers.
 DEFAULT_TESTS="tests/test_kernel_paths.py tests/test_table_dtypes.py tests/test_layernorm.py
     tests/test_terms.py tests/test_reference.py tests/test_errors.py tests/test_threads.py
-    tests/test_pool.py tests/test_fork.py tests/test_seed.py tests/test_fuzz_quick.py
+    tests/test_pool.py tests/test_fork.py tests/test_worked_examples.py tests/test_fuzz_quick.py
     tests/test_weights_safetensors.py tests/test_weights_sharded.py
     tests/test_weights_open.py tests/test_pretrained.py"
 PYTEST_ARGS="${AARCH64_PYTEST_ARGS:-$(echo $DEFAULT_TESTS)}"
