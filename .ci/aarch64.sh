@@ -26,13 +26,13 @@
 # same sources skips the emulated compile.
 #
 # Usage: sudo bash .ci/aarch64.sh      (needs root: apt, mount, chroot)
-# Environment: AARCH64_ROOT, AARCH64_MIRROR (default deb.debian.org),
+# Environment: AARCH64_ROOT, AARCH64_MIRROR (default: the Debian archive of this machine's apt sources),
 # AARCH64_PYTEST_ARGS, BERTEMBED_ISA (passed through to the tests).
 set -euo pipefail
 
 CHECKOUT="$(cd "$(dirname "$0")/.." && pwd)"
 ROOT="${AARCH64_ROOT:-/var/cache/bertembed-ci/arm64-root}"
-MIRROR="${AARCH64_MIRROR:-http://deb.debian.org/debian}"
+MIRROR="${AARCH64_MIRROR:-$(bash "$CHECKOUT/.ci/debian-mirror.sh")}"
 # The tests run under emulation (see the header): the kernel, conversions,
 # LayerNorm, errors, threads, fork and the checkpoint readers.
 DEFAULT_TESTS="tests/test_kernel_paths.py tests/test_table_dtypes.py tests/test_layernorm.py

@@ -59,15 +59,17 @@ flock 9   # one build at a time; a second run waits and then reuses it
 # A private apt configuration that knows only trixie's source packages.
 APT_DIR="$CACHE/apt"
 mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$APT_DIR/parts"
-cat >"$APT_DIR/trixie-src.sources" <<'EOF'
+DEBIAN_MAIN="$(bash "$CHECKOUT/.ci/debian-mirror.sh")"
+DEBIAN_SECURITY="$(bash "$CHECKOUT/.ci/debian-mirror.sh" security)"
+cat >"$APT_DIR/trixie-src.sources" <<EOF
 Types: deb-src
-URIs: http://deb.debian.org/debian
+URIs: $DEBIAN_MAIN
 Suites: trixie trixie-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb-src
-URIs: http://deb.debian.org/debian-security
+URIs: $DEBIAN_SECURITY
 Suites: trixie-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg

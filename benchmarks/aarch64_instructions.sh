@@ -28,6 +28,7 @@
 # Environment: AARCH64_ROOT (default /var/cache/bertembed-ci/arm64-root),
 # AARCH64_PLUGIN_DIR (default /var/cache/bertembed-ci/qemu-plugin), REPS (4).
 set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
 
 ROOT="${AARCH64_ROOT:-/var/cache/bertembed-ci/arm64-root}"
 PLUGDIR="${AARCH64_PLUGIN_DIR:-/var/cache/bertembed-ci/qemu-plugin}"
@@ -55,8 +56,10 @@ if [[ ! -f "$plugin" ]]; then
     trap 'rm -rf "$tmp"' EXIT
     chmod 755 "$tmp" # apt's download user writes there
     mkdir -p "$tmp/lists/partial" "$PLUGDIR"
-    printf 'deb-src http://deb.debian.org/debian %s main\n' bookworm bookworm-updates >"$tmp/sources.list"
-    printf 'deb-src http://deb.debian.org/debian-security bookworm-security main\n' >>"$tmp/sources.list"
+    main_uri="$(bash "$HERE/../.ci/debian-mirror.sh")"
+    security_uri="$(bash "$HERE/../.ci/debian-mirror.sh" security)"
+    printf "deb-src $main_uri %s main\n" bookworm bookworm-updates >"$tmp/sources.list"
+    printf "deb-src $security_uri bookworm-security main\n" >>"$tmp/sources.list"
     apt_src=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
              -o "Dir::State::Lists=$tmp/lists")
     apt-get "${apt_src[@]}" update -qq
