@@ -6,6 +6,7 @@ import importlib.util
 import os
 import pickle
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -34,13 +35,18 @@ def load_example(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 
 @pytest.fixture
-def dask_embed(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+def dask_embed(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     pytest.importorskip("distributed")
     pytest.importorskip("safetensors")
     # Worker processes are spawned: they must import this bertembed too.
     paths = [str(SRC), os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
-    return load_example("dask_embed", monkeypatch)
+    # distributed writes its workers' thread caps (OMP_NUM_THREADS=1 and the
+    # like) into this process's environment; later tests must not inherit them.
+    saved = dict(os.environ)
+    yield load_example("dask_embed", monkeypatch)
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def test_dask_embed_matches_single_process(dask_embed: ModuleType, tmp_path: Path) -> None:

@@ -376,7 +376,9 @@ def test_threadpool_limits_in_the_calling_thread(user_api):
 
 def _run_fresh(script: str, *args: str, **env_vars: str) -> str:
     """Run ``script`` in a fresh interpreter that imports this bertembed; its stdout."""
-    env = dict(os.environ, **env_vars)
+    # The OpenMP defaults of a fresh process, whatever this one inherited.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
+    env.update(env_vars)
     src = str(Path(bertembed.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     proc = subprocess.run([sys.executable, "-c", script, *args], env=env,
