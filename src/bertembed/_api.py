@@ -103,7 +103,9 @@ def _table(name: str, value: Any) -> Table:
     return value if isinstance(value, Table) else T.as_table(name, value)
 
 
-def _type_ids(name: str, value: Any, table: Table | None, table_name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+def _type_ids(
+    name: str, value: Any, table: Table | None, table_name: str, shape: tuple[int, ...], tok_name: str,
+) -> np.ndarray | None:
     """Segment or task ids: None, or an integer array of the token ids' shape."""
     if value is None:
         return None
@@ -111,7 +113,7 @@ def _type_ids(name: str, value: Any, table: Table | None, table_name: str, shape
         raise ValueError(f"{name} was given but there is no {table_name} table")
     ids = C.as_ids(name, value)
     if ids.shape != shape:
-        raise ValueError(f"{name} has shape {ids.shape}, token_ids has shape {shape}")
+        raise ValueError(f"{name} has shape {ids.shape}, {tok_name} has shape {shape}")
     return ids
 
 
@@ -129,22 +131,26 @@ def embed_ids(
     task_type_ids: Any = None,
     attention_mask: Any = None,
     zero_masked: bool = False,
+    names: tuple[str, str] = ("token_ids", "segment_ids"),
 ) -> np.ndarray:
     """Check the ids (and ``out``) against validated tables, then run the kernel.
 
     `rule` numbers positions when `position_ids` is None. `attention_mask`
     is checked whenever given; with `zero_masked` its 0 positions give rows
-    of zeros (DeBERTa's embedding module does this).
+    of zeros (DeBERTa's embedding module does this). `names`: what the caller
+    called the token and segment ids (transformers' ``input_ids`` and
+    ``token_type_ids``), for the error messages.
     """
+    tok_name, seg_name = names
     nthreads = C.as_num_threads(num_threads)
-    tok_ids = C.as_ids("token_ids", token_ids)
+    tok_ids = C.as_ids(tok_name, token_ids)
     if tok_ids.ndim not in (1, 2):
-        raise ValueError(f"token_ids must be 1-D (S,) or 2-D (B, S), got shape {tok_ids.shape}")
+        raise ValueError(f"{tok_name} must be 1-D (S,) or 2-D (B, S), got shape {tok_ids.shape}")
     batch, seq = (1, tok_ids.shape[0]) if tok_ids.ndim == 1 else tok_ids.shape
     hidden = t.hidden
 
-    seg_ids = _type_ids("segment_ids", segment_ids, t.seg, "segment_embeddings", tok_ids.shape)
-    task_ids = _type_ids("task_type_ids", task_type_ids, t.task, "task_embeddings", tok_ids.shape)
+    seg_ids = _type_ids(seg_name, segment_ids, t.seg, "segment_embeddings", tok_ids.shape, tok_name)
+    task_ids = _type_ids("task_type_ids", task_type_ids, t.task, "task_embeddings", tok_ids.shape, tok_name)
 
     pos_ids = None
     if position_ids is not None:
@@ -155,7 +161,7 @@ def embed_ids(
         if pos_ids.shape not in allowed:
             raise ValueError(
                 f"position_ids has shape {pos_ids.shape}, expected (S,), (1, S) or (B, S) "
-                f"with token_ids of shape {tok_ids.shape}"
+                f"with {tok_name} of shape {tok_ids.shape}"
             )
     elif t.pos is not None and rule.kind == "absolute" and seq + rule.offset > t.pos.rows:
         if rule.offset:
@@ -166,7 +172,7 @@ def embed_ids(
         raise ValueError(f"sequence length {seq} is larger than position_embeddings' {t.pos.rows} rows")
     keep = None
     if attention_mask is not None:
-        keep = C.as_mask(attention_mask, tok_ids.shape)
+        keep = C.as_mask(attention_mask, tok_ids.shape, tok_name)
         keep = keep.reshape(batch, seq) if zero_masked else None
 
     shape = (*tok_ids.shape, hidden)
@@ -182,7 +188,7 @@ def embed_ids(
     kdt = C.id_dtype(tok_ids, seg_ids, pos_ids, task_ids)
     if P.needs_int64(rule, seq):
         kdt = np.dtype(np.int64)
-    tk = C.ids_for_kernel("token_ids", tok_ids, t.tok.rows, "token_embeddings", kdt).reshape(batch, seq)
+    tk = C.ids_for_kernel(tok_name, tok_ids, t.tok.rows, "token_embeddings", kdt).reshape(batch, seq)
     terms = []
     if t.pos is not None:
         if pos_ids is not None:
@@ -194,7 +200,7 @@ def embed_ids(
         else:  # rows offset + s, numbered by the kernel
             terms.append((t.pos.data, t.pos.kind, None, rule.offset))
     for table, ids, name, what in (
-        (t.seg, seg_ids, "segment_ids", "segment_embeddings"),
+        (t.seg, seg_ids, seg_name, "segment_embeddings"),
         (t.task, task_ids, "task_type_ids", "task_embeddings"),
     ):
         if table is None:

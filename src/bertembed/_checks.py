@@ -28,15 +28,86 @@ _FIRST_OUT_OF_RANGE = {
 }
 
 
+#: How to make rows of one length, said by every error about ragged ids.
+PAD_HINT = (
+    "pad them to one length and pass the attention_mask (transformers: "
+    "tokenizer(..., padding=True); tokenizers: tokenizer.enable_padding())"
+)
+
+
 def as_ids(name: str, value: Any) -> np.ndarray:
-    """An integer array as given (any integer dtype); others are a TypeError."""
-    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    """An integer array as given (any integer dtype); others are a TypeError.
+
+    Ragged nested lists are a ValueError that names the row lengths, a Python
+    int beyond 64 bits an IndexError (out of range like any id past a table),
+    a missing value (``None``, pandas' NA) a ValueError.
+    """
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except ValueError as exc:
+            raise _ragged(name, value) or exc from None
     kind = arr.dtype.kind
     if kind not in "iu":
         if arr.size == 0 and not isinstance(value, np.ndarray) and kind == "f":
             return arr.astype(np.int64)  # [] and [[]] come out as float64
-        raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
+        raise _not_integer(name, value, arr)
     return arr
+
+
+def _ragged(name: str, value: Any) -> ValueError | None:
+    """The error for nested sequences whose rows differ in length, if they do."""
+    if not isinstance(value, (list, tuple)):
+        return None
+    try:
+        lengths = [len(row) for row in value]
+    except TypeError:
+        return None
+    if len(set(lengths)) < 2:
+        return None
+    shown = ", ".join(map(str, lengths[:8])) + (", ..." if len(lengths) > 8 else "")
+    return ValueError(f"{name} is ragged: its rows have lengths {shown}; {PAD_HINT}")
+
+
+def _where(arr: np.ndarray, flat_index: int) -> str:
+    return ", ".join(str(int(k)) for k in np.unravel_index(flat_index, arr.shape))
+
+
+def _not_integer(name: str, value: Any, arr: np.ndarray) -> Exception:
+    """Why `arr` (from `value`) is not an integer array, as precisely as known."""
+    source_kind = getattr(getattr(value, "dtype", None), "kind", "")
+    if arr.dtype.kind == "f" and source_kind in ("i", "u") and arr.size:
+        # A nullable integer array (pandas Int64) with NA comes out as floats with NaN.
+        missing = np.isnan(arr)
+        if missing.any():
+            i = int(np.argmax(missing.reshape(-1)))
+            return ValueError(
+                f"{name} holds missing values (NA), the first at [{_where(arr, i)}]; "
+                f"every id must be an integer: drop or fill them first"
+            )
+    if arr.dtype.kind == "O":
+        flat = arr.reshape(-1)
+        for i, item in enumerate(flat):
+            if item is None or type(item).__name__ == "NAType":
+                return ValueError(
+                    f"{name}[{_where(arr, i)}] is missing ({item!r}); every id must be an integer"
+                )
+            if isinstance(item, numbers.Integral) and not isinstance(item, bool):
+                if not -(2**63) <= int(item) < 2**64:
+                    return IndexError(
+                        f"{name}[{_where(arr, i)}] = {int(item)} is out of range "
+                        f"(ids are table rows; this one does not even fit in 64 bits)"
+                    )
+                continue
+            if isinstance(item, (list, tuple)):
+                break  # rows nested deeper in one place than another
+            return TypeError(
+                f"{name} must be an integer array; {name}[{_where(arr, i)}] is "
+                f"{type(item).__name__} {item!r}"
+            )
+    return TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
 
 
 def id_dtype(*arrays: np.ndarray | None) -> np.dtype:
@@ -163,15 +234,33 @@ def as_num_threads(value: Any) -> int | None:
     return n
 
 
-def as_mask(value: Any, shape: tuple[int, ...]) -> np.ndarray:
+def as_mask(value: Any, shape: tuple[int, ...], ids_name: str = "token_ids") -> np.ndarray:
     """``attention_mask``: integers or bools of the ids' shape; returned as
-    C-contiguous uint8 (1: keep the row, 0: a padding position)."""
-    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    C-contiguous uint8 (1: keep the row, 0: a padding position). Values
+    other than 0 and 1 are a ValueError."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except ValueError as exc:
+            raise _ragged("attention_mask", value) or exc from None
     if arr.dtype.kind not in "biu":
         raise TypeError(f"attention_mask must be an integer or bool array, got dtype {arr.dtype}")
     if arr.shape != shape:
-        raise ValueError(f"attention_mask has shape {arr.shape}, token_ids has shape {shape}")
-    return np.ascontiguousarray(arr != 0).view(np.uint8)
+        raise ValueError(f"attention_mask has shape {arr.shape}, {ids_name} has shape {shape}")
+    if arr.dtype.kind == "b":
+        return np.ascontiguousarray(arr).view(np.uint8)
+    keep = arr != 0
+    bad = keep & (arr != 1)
+    if bad.any():
+        i = int(np.argmax(bad.reshape(-1)))
+        where = ", ".join(str(int(k)) for k in np.unravel_index(i, arr.shape))
+        raise ValueError(
+            f"attention_mask must hold only 0 (padding) and 1 (a token); "
+            f"attention_mask[{where}] = {int(arr.reshape(-1)[i])}"
+        )
+    return np.ascontiguousarray(keep).view(np.uint8)
 
 
 def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, inputs: list[Any]) -> None:
