@@ -79,7 +79,8 @@ def test_tokenizers_encodings(layer):
     ({"input_ids": IDS, "attention_mask": [[1, 1, 1, 2], [1, 1, 0, 0]]}, ValueError,
      r"only 0 \(padding\) and 1 \(a token\); attention_mask\[0, 3\] = 2"),
     ({"input_ids": IDS, "attention_mask": [[1, -1, 1, 1], [1, 1, 0, 0]]}, ValueError, r"attention_mask\[0, 1\] = -1"),
-    ({"input_ids": IDS, "attention_mask": [[1, 1]]}, ValueError, "attention_mask has shape .1, 2., input_ids has shape"),
+    ({"input_ids": IDS, "attention_mask": [[1, 1]]}, ValueError,
+     "attention_mask has shape .1, 2., input_ids has shape"),
     ({"input_ids": [[1, 2, 3], [4, 5]]}, ValueError,
      r"input_ids is ragged: its rows have lengths 3, 2; pad them.*padding=True"),
     ({"input_ids": IDS, "token_type_ids": [[0, 1], [0]]}, ValueError, "token_type_ids is ragged"),
@@ -126,3 +127,18 @@ def test_function_gives_the_same_errors():
         bert_embeddings([[1, 2], [3, 4]], [[0], [0, 1]], tok, None, np.ones((2, 4)))
     with pytest.raises(IndexError, match=r"token_ids\[0, 1\] = 1180591620717411303424 is out of range"):
         bert_embeddings([[1, 2**70]], None, tok, None, None)
+
+
+def test_from_pretrained_tokenizer_file(tmp_path):
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"tokenizer.json: this is a tokenizer file, not weights; give the model's"):
+        BertEmbeddings.from_pretrained(tmp_path / "tokenizer.json")
+
+
+def test_from_pretrained_hub_id(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"looks like a Hugging Face Hub id.*does not download.*"
+                       r"huggingface-cli download sentence-transformers/all-MiniLM-L6-v2.*snapshot_download"):
+        BertEmbeddings.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    with pytest.raises(FileNotFoundError, match=r"no such file or directory$"):
+        BertEmbeddings.from_pretrained(tmp_path / "a" / "b")

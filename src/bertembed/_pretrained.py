@@ -157,6 +157,38 @@ def _vector(source: TensorSource, name: str) -> np.ndarray:
     return arr.astype(np.float32) if kind == "F16" else arr
 
 
+#: Files of a model directory that hold no weights: naming one is a mistake we can explain.
+_NOT_WEIGHTS = {
+    "tokenizer.json": "a tokenizer file", "tokenizer_config.json": "a tokenizer's settings",
+    "vocab.txt": "a tokenizer's vocabulary", "special_tokens_map.json": "a tokenizer's settings",
+    "sentencepiece.bpe.model": "a tokenizer model", "spm.model": "a tokenizer model",
+    "config.json": "the model's config", "modules.json": "a sentence-transformers module list",
+}
+
+
+def _not_weights(given: str | os.PathLike[str], p: Path) -> None:
+    """A clear error for a path that cannot be a checkpoint: a tokenizer file, a hub id."""
+    what = _NOT_WEIGHTS.get(p.name)
+    if what is not None and p.is_file():
+        raise ValueError(
+            f"{p}: this is {what}, not weights; give the model's directory "
+            f"({p.parent}) or its weights file (model.safetensors, pytorch_model.bin)"
+        )
+    if p.exists():
+        return
+    text = os.fspath(given)
+    parts = text.split("/")
+    if (isinstance(given, str) and len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+            and "\\" not in text):
+        raise FileNotFoundError(
+            f"{text}: no such file or directory. It looks like a Hugging Face Hub id, and "
+            f"bertembed does not download models: get a local copy first, e.g. "
+            f"`huggingface-cli download {text} --local-dir ./model` or "
+            f"huggingface_hub.snapshot_download({text!r}), and give that directory"
+        )
+    raise FileNotFoundError(f"{p}: no such file or directory")
+
+
 def read(
     path: str | os.PathLike[str], *, config: Any = None, table_dtype: str | None = None
 ) -> Checkpoint:
@@ -166,8 +198,7 @@ def read(
     what is read and the errors.
     """
     p = Path(os.fspath(path)).expanduser()
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file or directory")
+    _not_weights(path, p)
     source = _weights(p)
     settings, where = _config(config, p)
     if settings is not None and _saved.is_saved(settings):  # written by save_pretrained
