@@ -56,6 +56,7 @@ TWIN = Peer("twin", lambda c: True, twin_build)
 
 @pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
 def test_result_structure_and_ratios_from_medians(scenario):
+    ceiling = bertembed.max_threads()
     results = _run([SUM64, OUT64, LN32], ["numpy", "copyto", "take"], scenario=scenario)
     assert [r["name"] for r in results] == [SUM64.name, OUT64.name, LN32.name]
     json.dumps(results)  # JSON-serialisable
@@ -80,6 +81,8 @@ def test_result_structure_and_ratios_from_medians(scenario):
     assert set(by_name[SUM64.name]["timings"]) == {"bertembed", "bertembed-fixed", "numpy"}
     assert set(by_name[OUT64.name]["timings"]) == {"bertembed", "bertembed-fixed", "copyto"}
     assert set(by_name[LN32.name]["timings"]) == {"bertembed", "bertembed-fixed", "numpy", "take"}
+    # The run's thread ceiling (1 here) is given back to the calling thread.
+    assert bertembed.max_threads() == ceiling
 
 
 def test_isolated_runs_every_variant_in_its_own_process():

@@ -161,7 +161,9 @@ def _measure_shared(
     on_repeat: Callable[[int], None],
 ) -> dict[str, dict[str, Any]]:
     inputs = make_inputs(case, seed, cache)
-    # bertembed's automatic choice, under this run's ceiling T.
+    # bertembed's automatic choice, under this run's ceiling T (this thread's
+    # own ceiling is given back when the run ends).
+    stack.callback(_kernel.set_max_threads, max_threads())
     _kernel.set_max_threads(threads)
     mine = Variant(BERTEMBED, None)
     measured: dict[str, dict[str, Any]] = {}
