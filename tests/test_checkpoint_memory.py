@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sanitizer import not_under_asan
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+pytestmark = [pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc"), not_under_asan]
 
 V, P, H = 30522, 512, 768
 

@@ -21,23 +21,15 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from sanitizer import not_under_asan
 
 import bertembed
-
-
-def _asan_loaded() -> bool:
-    try:
-        with open("/proc/self/maps") as f:
-            return "libasan" in f.read()
-    except OSError:
-        return False
-
 
 # Under AddressSanitizer (.ci/sanitize.sh) freed memory sits in a quarantine,
 # so RSS grows by design, and addresses are not reused, which makes
 # tracemalloc report growth even for a NumPy-only ``str(dtype)`` loop. The
 # sanitizer run checks memory safety; these tests check leaks in normal builds.
-pytestmark = pytest.mark.skipif(_asan_loaded(), reason="not meaningful under AddressSanitizer")
+pytestmark = not_under_asan
 
 CALLS = 100_000
 WARMUP = 5_000

@@ -17,6 +17,7 @@ import pickle
 
 import numpy as np
 import pytest
+from sanitizer import not_under_asan
 from weights_helpers import assert_mapped
 
 from bertembed import BertEmbeddings, PositionRule
@@ -247,6 +248,7 @@ def test_round_trip_of_loaded_families(variant, table_dtype, tmp_path):
 
 
 @pytest.mark.skipif(not __import__("pathlib").Path("/proc/self/status").exists(), reason="needs Linux /proc")
+@not_under_asan
 @pytest.mark.parametrize("table_dtype", ["int8", "bfloat16"])
 def test_a_saved_layer_is_mapped_not_copied(table_dtype, tmp_path):
     """A BERT-base-sized saved layer, loaded and called once in a fresh process:
