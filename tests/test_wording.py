@@ -17,9 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # Built from pieces so that this file does not match itself.
+_WORD = "se" + "ed"
 FORBIDDEN = [
-    re.compile(r"\bseed " + r"problem", re.IGNORECASE),
-    re.compile(r"\bthe seed" + r"'s\b", re.IGNORECASE),
+    re.compile(rf"\b{_WORD} problem", re.IGNORECASE),
+    re.compile(rf"\bthe {_WORD}'s\b", re.IGNORECASE),
     re.compile(r"DESIGN" + r"\.md"),
     re.compile(r"/work/" + r"shared"),
 ]
@@ -68,8 +69,8 @@ def test_no_reference_outside_the_repository() -> None:
 
 
 @pytest.mark.parametrize("line, bad", [
-    ("runs the seed" + "'s sentence-pair example", True),
-    ("the sentence-pair example of the seed " + "problem", True),
+    (f"runs the {_WORD}'s sentence-pair example", True),
+    (f"the sentence-pair example of the {_WORD} problem", True),
     ("the " + "DESIGN" + ".md goals", True),
     ("rng = np.random.default_rng(seed)", False),
     ("parser.add_argument('--seed', type=int, default=0)", False),
