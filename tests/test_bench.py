@@ -273,6 +273,8 @@ def test_tables_family_and_its_goals():
     assert {(c.batch, c.seq) for c in big} == {(32, 512), (8, 128)}
     assert {c.table_dtype for c in big} == {None, "bfloat16", "int8"}
     assert all("V250k" in c.name for c in big)
+    # Fresh ids at every call: never the name of a default case (whose goals would judge it).
+    assert not set(names) & {c.name for c in cases.DEFAULT_CASES}
     assert all(c.id_sets * c.batch * c.seq >= cases.TABLE_ROWS_PER_CYCLE for c in cases.TABLE_CASES)
     assert cases.family("default") == cases.DEFAULT_CASES
     with pytest.raises(ValueError, match="unknown case family"):

@@ -47,7 +47,9 @@ def make_case(
         (``f32-ln-V250k-i8-B8-S128``).
     id_sets : int, default 1
         Calls cycle through this many sets of random ids (see
-        :class:`~bertembed._bench.data.Case`).
+        :class:`~bertembed._bench.data.Case`). Such a case always names its
+        token rows (``f32-ln-V30k-B8-S128``), so that it never shares a name
+        with a case that calls with the same ids every time.
 
     Returns
     -------
@@ -59,10 +61,12 @@ def make_case(
     'f32-ln-bf16-B32-S512'
     >>> make_case("float32", True, 8, 128, table_dtype="int8", vocab=250_002).name
     'f32-ln-V250k-i8-B8-S128'
+    >>> make_case("float32", True, 8, 128, id_sets=256).name
+    'f32-ln-V30k-B8-S128'
     """
     short = {"float32": "f32", "float64": "f64"}
     kind = "ln" if layer_norm else "sum"
-    rows = "" if vocab == BERT_BASE_VOCAB else f"-V{vocab // 1000}k"
+    rows = "" if vocab == BERT_BASE_VOCAB and id_sets == 1 else f"-V{vocab // 1000}k"
     tables = {None: "", "bfloat16": "-bf16", "float16": "-f16", "int8": "-i8"}[table_dtype]
     name = f"{short[dtype]}-{kind}{rows}{tables}{'-out' if out else ''}-B{batch}-S{seq}"
     return Case(name, dtype, layer_norm, batch, seq, out, V=vocab, table_dtype=table_dtype, id_sets=id_sets)
@@ -112,7 +116,7 @@ def family(name: str) -> list[Case]:
     Examples
     --------
     >>> [c.name for c in family("tables")][:3]
-    ['f32-ln-B32-S512', 'f32-ln-bf16-B32-S512', 'f32-ln-i8-B32-S512']
+    ['f32-ln-V30k-B32-S512', 'f32-ln-V30k-bf16-B32-S512', 'f32-ln-V30k-i8-B32-S512']
     """
     if name == "default":
         return list(DEFAULT_CASES)
