@@ -274,28 +274,47 @@ cdef inline Py_ssize_t _row_bytes(object arr):
     return cnp.PyArray_DIMS(a)[cnp.PyArray_NDIM(a) - 1] * cnp.PyArray_ITEMSIZE(a)
 
 
+cdef int _threads_for(Py_ssize_t n, int64_t elements, int num_threads, int64_t busy, bint learn,
+                      int *arm) noexcept:
+    """The layer's thread rules for n rows: one thread in a forked child that
+    could not release its pool (or without OpenMP), else `num_threads` (> 0),
+    else the share of the threads the `busy` calls in flight leave, used as
+    the automatic choice learns (`learn`; *arm: the estimate the call's time
+    updates) or, without learning, whole from be_min_parallel elements on.
+    Never more threads than rows."""
+    cdef int nt, share
+    arm[0] = -1
+    if _serial_only or not BE_OPENMP:
+        nt = 1
+    elif num_threads > 0:
+        nt = num_threads
+    else:
+        share = be_max_threads() // (1 + <int>busy)
+        if share < 1:
+            share = 1
+        if learn:
+            nt = be_choose_threads(elements, share, arm)
+            BE_STORE(&be_last_auto, nt)
+        else:
+            nt = share if elements >= BE_LOAD(&be_min_parallel) else 1
+    if nt > n:
+        nt = <int>n
+    return nt
+
+
 cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
     """Compute the job's n rows: `num_threads` threads, or the automatic choice (<= 0)."""
     cdef int64_t busy = BE_ADD(&be_in_flight, 1)
     cdef int64_t elements = n * job.H
     cdef int arm = -1
-    cdef int nt, share
+    cdef int nt
     cdef Py_ssize_t chunk
     cdef double t0 = 0.0
     cdef Py_ssize_t r
     cdef double *scratch = NULL
     cdef double *mine = NULL
     try:
-        if _serial_only or not BE_OPENMP:
-            nt = 1
-        elif num_threads > 0:
-            nt = num_threads
-        else:
-            share = be_max_threads() // (1 + <int>busy)
-            nt = be_choose_threads(elements, share if share > 1 else 1, &arm)
-            BE_STORE(&be_last_auto, nt)
-        if nt > n:
-            nt = <int>n
+        nt = _threads_for(n, elements, num_threads, busy, True, &arm)
         if nt > 1:
             # Small calls: one block per thread (the cheapest start and end).
             # Large ones: four chunks per thread, so that a thread that starts
@@ -604,7 +623,7 @@ def convert_rows(object src, int src_kind, object src_scale, object dst, int dst
     cdef be_conv c
     cdef Py_ssize_t n = stop - start, r, H = cnp.PyArray_DIMS(<cnp.ndarray>src)[1]
     cdef int64_t busy, failed = 0
-    cdef int nt, share, rc = 0
+    cdef int nt, arm, rc = 0
     cdef Py_ssize_t chunk
     cdef double *scratch = NULL
     cdef double *mine = NULL
@@ -621,18 +640,8 @@ def convert_rows(object src, int src_kind, object src_scale, object dst, int dst
     c.H = H
     busy = BE_ADD(&be_in_flight, 1)
     try:
-        # The layer's thread rules: one thread in a forked child that could
-        # not release its pool, else `num_threads`, else the share of the
-        # threads left by the calls in flight (one thread for a small table).
-        if _serial_only or not BE_OPENMP:
-            nt = 1
-        elif num_threads > 0:
-            nt = num_threads
-        else:
-            share = be_max_threads() // (1 + <int>busy)
-            nt = share if share > 1 and n * H >= BE_LOAD(&be_min_parallel) else 1
-        if nt > n:
-            nt = <int>n
+        # The layer's thread rules, without learning (one thread for a small table).
+        nt = _threads_for(n, n * H, num_threads, busy, False, &arm)
         scratch = <double *>malloc(nt * (H + 8) * sizeof(double))
         if scratch == NULL:
             raise MemoryError("bertembed: no memory for per-thread row buffers")
