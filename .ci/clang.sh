@@ -50,28 +50,14 @@ SANDBOX=(-o APT::Sandbox::User=root)
 [[ "$(id -u)" -eq 0 ]] || { SUDO="sudo"; SANDBOX=(); }
 
 # The sources (no build products) and the tests, copied once.
-mkdir -p "$WORK/pkg" "$WORK/run"
-for f in setup.py pyproject.toml README.md LICENSE MANIFEST.in; do
-    [[ -e "$CHECKOUT/$f" ]] && cp "$CHECKOUT/$f" "$WORK/pkg/"
-done
-cp -r "$CHECKOUT/src" "$WORK/pkg/src"
-find "$WORK/pkg/src" \( -name '*.so' -o -name '*.pyd' -o -name '_kernel.c' \
-    -o -name '__pycache__' \) -prune -exec rm -rf {} +
-for d in tests docs examples benchmarks .ci README.md pyproject.toml; do
-    [[ -e "$CHECKOUT/$d" ]] && cp -r "$CHECKOUT/$d" "$WORK/run/"
-done
-rm -rf "$WORK/run/docs/_build" "$WORK/run/docs/reference/generated"
-find "$WORK/run" -name '__pycache__' -prune -exec rm -rf {} +
+. "$CHECKOUT/.ci/lib.sh"
+ci_copy_package "$CHECKOUT" "$WORK/pkg"
+ci_copy_tests "$CHECKOUT" "$WORK/run"
 
 # A venv of its own under the cache, with the test and build requirements.
 make_venv() {  # DIR
-    if [[ ! -x "$1/bin/python" ]]; then
-        rm -rf "$1"
-        "$PYTHON" -m venv "$1"
-        "$1/bin/python" -m pip install -q --upgrade pip
-    fi
-    "$1/bin/python" -m pip install -q numpy pytest hypothesis threadpoolctl safetensors ml_dtypes \
-        "Cython>=3.1" "setuptools>=77" wheel
+    ci_venv "$PYTHON" "$1"
+    "$1/bin/python" -m pip install -q "${CI_OPTIONAL[@]}"
 }
 
 # Build and install into venv DIR with the current CC etc.; fails on a warning

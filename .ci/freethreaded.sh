@@ -140,45 +140,27 @@ flock -u 9
 "$PY" -VV
 
 # ---------------------------------------------------------------- 2. venv, build
-if [[ ! -x "$WORK/venv/bin/python" ]]; then
-    "$PY" -m venv "$WORK/venv"
-fi
-VPY="$WORK/venv/bin/python"
+. "$CHECKOUT/.ci/lib.sh"
 say "installing NumPy, the test dependencies and the build tools"
 # Wheels only: a source build of NumPy would take longer than everything else.
-"$VPY" -m pip install -q --upgrade pip
-"$VPY" -m pip install -q --only-binary=:all: numpy pytest hypothesis threadpoolctl "Cython>=3.1" \
-    "setuptools>=77" wheel
+ci_venv "$PY" "$WORK/venv" --only-binary=:all:
+VPY="$WORK/venv/bin/python"
 # Optional, wheels only: the tests that need them skip without them (and the
 # stress test writes its checkpoint without safetensors).
-for opt in safetensors ml_dtypes; do
+for opt in "${CI_OPTIONAL[@]}"; do
     "$VPY" -m pip install -q --only-binary=:all: "$opt" \
         || echo "freethreaded: no free-threaded wheel of $opt; its tests skip" >&2
 done
 "$VPY" -m pip list --format=freeze | grep -iE '^(numpy|cython|pytest|hypothesis|threadpoolctl|safetensors|ml.dtypes)=='
 
-rm -rf "$WORK/pkg"
-mkdir -p "$WORK/pkg"
-for f in setup.py pyproject.toml README.md LICENSE MANIFEST.in; do
-    [[ -e "$CHECKOUT/$f" ]] && cp "$CHECKOUT/$f" "$WORK/pkg/"
-done
-cp -r "$CHECKOUT/src" "$WORK/pkg/src"
-find "$WORK/pkg/src" \( -name '*.so' -o -name '*.pyd' -o -name '_kernel.c' \
-    -o -name '__pycache__' \) -prune -exec rm -rf {} +
+ci_copy_package "$CHECKOUT" "$WORK/pkg"
 say "building bertembed"
 (cd "$WORK/pkg" && nice -n 10 "$VPY" -m pip install -q --no-build-isolation --no-deps \
     --no-cache-dir --force-reinstall .) >"$WORK/build.log" 2>&1 \
     || { tail -50 "$WORK/build.log" >&2; exit 1; }
 
 rm -rf "$WORK/run"
-mkdir -p "$WORK/run"
-cp -r "$CHECKOUT/tests" "$WORK/run/tests"
-# (the pages, README, .ci, examples and benchmarks too: their tests look beside tests/)
-for d in pyproject.toml README.md .ci docs examples benchmarks; do
-    cp -r "$CHECKOUT/$d" "$WORK/run/"
-done
-rm -rf "$WORK/run/docs/_build" "$WORK/run/docs/reference/generated"
-find "$WORK/run" -name '__pycache__' -prune -exec rm -rf {} +
+ci_copy_tests "$CHECKOUT" "$WORK/run"
 run() { (cd "$WORK/run" && env -u PYTHONPATH PYTHONFAULTHANDLER=1 "$@"); }
 
 # ---------------------------------------------------------------- 3. GIL checks

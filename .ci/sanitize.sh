@@ -45,25 +45,15 @@ if [[ ! -e "$LIBASAN" ]]; then
 fi
 
 # 1. A venv of its own.
-if [[ ! -x "$WORK/venv/bin/python" ]]; then
-    "$PYTHON" -m venv "$WORK/venv"
-fi
+. "$CHECKOUT/.ci/lib.sh"
+ci_venv "$PYTHON" "$WORK/venv"
 VPY="$WORK/venv/bin/python"
-"$VPY" -m pip install -q --upgrade pip
-"$VPY" -m pip install -q numpy pytest hypothesis threadpoolctl safetensors ml_dtypes "Cython>=3.1" \
-    "setuptools>=77" wheel
+"$VPY" -m pip install -q "${CI_OPTIONAL[@]}"
 "$VPY" -m pip install -q atheris \
     || echo "sanitize: atheris not installable here; the fuzz step uses hypothesis"
 
 # 2. Copy the sources (no build products) and build the instrumented package.
-rm -rf "$WORK/pkg"
-mkdir -p "$WORK/pkg"
-for f in setup.py pyproject.toml README.md LICENSE MANIFEST.in; do
-    [[ -e "$CHECKOUT/$f" ]] && cp "$CHECKOUT/$f" "$WORK/pkg/"
-done
-cp -r "$CHECKOUT/src" "$WORK/pkg/src"
-find "$WORK/pkg/src" \( -name '*.so' -o -name '*.pyd' -o -name '_kernel.c' \
-    -o -name '__pycache__' \) -prune -exec rm -rf {} +
+ci_copy_package "$CHECKOUT" "$WORK/pkg"
 echo "== sanitize: building with BERTEMBED_SANITIZE=1"
 (cd "$WORK/pkg" && CC="$CC" BERTEMBED_SANITIZE=1 "$VPY" -m pip install -q \
     --no-build-isolation --no-deps --no-cache-dir --force-reinstall .) > "$WORK/build.log" 2>&1 || {
