@@ -159,9 +159,9 @@ def out_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def server(out_dir: Path) -> Iterator[Server]:
-    running = Server(out_dir, out_dir.parent / "server.log")
+def _serve(out_dir: Path, log_name: str, **env: str) -> Iterator[Server]:
+    """A running service for a fixture; after it, its log holds no traceback."""
+    running = Server(out_dir, out_dir.parent / log_name, **env)
     try:
         running.wait_ready()
         yield running
@@ -169,6 +169,11 @@ def server(out_dir: Path) -> Iterator[Server]:
         running.stop()
     log = running.log()
     assert "Traceback" not in log, log
+
+
+@pytest.fixture(scope="module")
+def server(out_dir: Path) -> Iterator[Server]:
+    yield from _serve(out_dir, "server.log")
 
 
 @pytest.fixture(scope="module")
@@ -613,14 +618,7 @@ def onnx_out_dir(model_dir: Path, whole_onnx: Path, no_torch_env: dict[str, str]
 
 @pytest.fixture(scope="module")
 def onnx_server(onnx_out_dir: Path, no_torch_env: dict[str, str]) -> Iterator[Server]:
-    running = Server(onnx_out_dir, onnx_out_dir.parent / "server-from-onnx.log", **no_torch_env)
-    try:
-        running.wait_ready()
-        yield running
-    finally:
-        running.stop()
-    log = running.log()
-    assert "Traceback" not in log, log
+    yield from _serve(onnx_out_dir, "server-from-onnx.log", **no_torch_env)
 
 
 def _whole_onnx_sentence_embeddings(whole_onnx: Path, model_dir: Path, texts: list[str]) -> np.ndarray:

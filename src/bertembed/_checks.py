@@ -42,19 +42,24 @@ def as_ids(name: str, value: Any) -> np.ndarray:
     int beyond 64 bits an IndexError (out of range like any id past a table),
     a missing value (``None``, pandas' NA) a ValueError.
     """
-    if isinstance(value, np.ndarray):
-        arr = value
-    else:
-        try:
-            arr = np.asarray(value)
-        except ValueError as exc:
-            raise _ragged(name, value) or exc from None
+    arr = _as_array(name, value)
     kind = arr.dtype.kind
     if kind not in "iu":
         if arr.size == 0 and not isinstance(value, np.ndarray) and kind == "f":
             return arr.astype(np.int64)  # [] and [[]] come out as float64
         raise _not_integer(name, value, arr)
     return arr
+
+
+def _as_array(name: str, value: Any) -> np.ndarray:
+    """`value` as an array (an array as it is); ragged nested lists are a
+    ValueError that names `name` and the row lengths."""
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except ValueError as exc:
+        raise _ragged(name, value) or exc from None
 
 
 def _ragged(name: str, value: Any) -> ValueError | None:
@@ -238,13 +243,7 @@ def as_mask(value: Any, shape: tuple[int, ...], ids_name: str = "token_ids") -> 
     """``attention_mask``: integers or bools of the ids' shape; returned as
     C-contiguous uint8 (1: keep the row, 0: a padding position). Values
     other than 0 and 1 are a ValueError."""
-    if isinstance(value, np.ndarray):
-        arr = value
-    else:
-        try:
-            arr = np.asarray(value)
-        except ValueError as exc:
-            raise _ragged("attention_mask", value) or exc from None
+    arr = _as_array("attention_mask", value)
     if arr.dtype.kind not in "biu":
         raise TypeError(f"attention_mask must be an integer or bool array, got dtype {arr.dtype}")
     if arr.shape != shape:

@@ -83,6 +83,17 @@ def _padding_positions(ids: np.ndarray, pad: int, pad_position: int) -> np.ndarr
     return np.where(real, np.cumsum(real, axis=1) + pad_position, pad_position)
 
 
+def _expected_positions(kind: str, a: int, b: int, ids: np.ndarray) -> np.ndarray:
+    """The position ids a candidate rule gives for `ids`: one `row` (a) for
+    all, `absolute` positions from a, or `padding` positions (pad id a, pad
+    position b)."""
+    if kind == "row":
+        return np.full(ids.shape, a)
+    if kind == "absolute":
+        return np.broadcast_to(np.arange(ids.shape[1]) + a, ids.shape)
+    return _padding_positions(ids, a, b)
+
+
 def _probe_ids(rng: np.random.Generator, vocab: int, pad: int, shape: tuple[int, int]) -> np.ndarray:
     ids = rng.integers(0, vocab, size=shape)
     b, s = shape
@@ -175,13 +186,7 @@ def _fit_positions_or_row(graph: Graph, lk: Lookup, roles: Roles, vocab: int, in
     rng = np.random.default_rng(1)
     for kind, a, b in candidates:
         # First on the probe holding every id (a pad id a random probe would miss shows here).
-        if kind == "row":
-            want_every = np.full(shape, a)
-        elif kind == "absolute":
-            want_every = np.broadcast_to(np.arange(shape[1]) + a, shape)
-        else:
-            want_every = _padding_positions(every, a, b)
-        if not np.array_equal(got, want_every):
+        if not np.array_equal(got, _expected_positions(kind, a, b, every)):
             continue
         ok = True
         for probe_shape in ((3, 7), (2, 1), (4, 12)):
@@ -193,13 +198,7 @@ def _fit_positions_or_row(graph: Graph, lk: Lookup, roles: Roles, vocab: int, in
                     values[n] = np.zeros(probe_shape)
             value = evaluate(graph, [lk.indices], values, probe_shape)[0] if lk.indices else None
             got2 = _indices(lk, value, probe_shape)
-            if kind == "row":
-                want = np.full(probe_shape, a)
-            elif kind == "absolute":
-                want = np.broadcast_to(np.arange(probe_shape[1]) + a, probe_shape)
-            else:
-                want = _padding_positions(ids, a, b)
-            if got2 is None or not np.array_equal(got2, want):
+            if got2 is None or not np.array_equal(got2, _expected_positions(kind, a, b, ids)):
                 ok = False
                 break
         if not ok:
