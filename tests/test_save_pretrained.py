@@ -269,4 +269,6 @@ def test_a_saved_layer_is_mapped_not_copied(table_dtype, tmp_path):
     assert grown <= 16 << 20
     control, dtype = private_growth(tmp_path / "saved", "float32")
     assert dtype == "float32"
-    assert control >= V * 768 * 4
+    # The float32 token table is a private copy (89 MiB); memory the process
+    # frees meanwhile (a few hundred KiB seen) may offset a little of it.
+    assert control >= 0.95 * V * 768 * 4
