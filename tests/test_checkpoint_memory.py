@@ -83,4 +83,5 @@ def test_bfloat16_checkpoint_is_mapped_not_copied(tmp_path):
     control, dtype = private_growth(path, "float32")
     print(f"converted to float32 at load time: +{control / 2**20:.2f} MiB")
     assert dtype == "float32"
-    assert control >= 2 * table  # the float32 copy of the token table alone
+    # the float32 copy of the token table alone (5% allowed for memory freed meanwhile)
+    assert control >= 0.95 * 2 * table
