@@ -7,6 +7,7 @@ Environment switches (all optional):
   UndefinedBehaviorSanitizer (gcc/clang only; for the test suite).
 """
 
+import glob
 import os
 import sys
 import tempfile
@@ -62,8 +63,7 @@ class BuildExt(build_ext):
             print("bertembed: building WITHOUT OpenMP (serial kernel)")
         opt = ["/O2"] if msvc else ["-O3"]
         if os.environ.get("BERTEMBED_SANITIZE") == "1" and not msvc:
-            san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-                   "-fno-omit-frame-pointer", "-g"]
+            san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
             opt = ["-O1", *san]
             lflags = [*lflags, "-fsanitize=address,undefined"]
         for ext in self.extensions:
@@ -73,15 +73,14 @@ class BuildExt(build_ext):
 
 
 ext = Extension(
-    "bertembed._kernel",
-    ["src/bertembed/_kernel.pyx"],
-    include_dirs=["src/bertembed", numpy.get_include()],
+    "bertembed._core._kernel",
+    ["src/bertembed/_core/_kernel.pyx"],
+    include_dirs=["src/bertembed/_core/csrc", numpy.get_include()],
     # NumPy's C API (array data pointers without building memoryviews), the
     # 1.23 API level: the wheels run with NumPy 1.23 and newer.
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_23_API_VERSION"),
-                   ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
-    depends=[f"src/bertembed/{h}" for h in ("_omp.h", "_rows.h", "_row_body.h", "_convert.h", "_cpu.h",
-                                             "_threads.h", "_quantize.h")],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_23_API_VERSION"), ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
+    # Every header: editing any of them rebuilds the extension.
+    depends=sorted(glob.glob("src/bertembed/_core/csrc/*.h")),
 )
 
 setup(

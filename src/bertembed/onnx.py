@@ -90,7 +90,9 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
     out_dir : path
         Created if needed. Receives ``encoder.onnx`` (plus
         ``encoder.onnx.data`` when the weights exceed 1 GiB), ``config.json``
-        and ``model.safetensors``; existing files of those names are replaced.
+        and ``model.safetensors``; existing files of those names are replaced
+        (on POSIX a layer that maps the old ``model.safetensors`` keeps
+        reading it; on Windows a live map of it is refused, see Raises).
 
     Returns
     -------
@@ -107,6 +109,11 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
         their shape, a lookup's rows or a partial sum read elsewhere (a tied
         output table), a quantised table with a per-axis scale; or the layer's
         check failed.
+    PermissionError
+        On Windows, a live layer maps ``OUT_DIR/model.safetensors`` (in
+        this process: refused before any work; in another one: when the
+        rename is refused, before any file of `out_dir` is replaced). The
+        message names the file and what to do.
 
     Examples
     --------
@@ -121,10 +128,12 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
     >>> hidden = encoder.run(None, {"inputs_embeds": layer(ids), "attention_mask": mask})[0]  # doctest: +SKIP
     """
     onnx = _import_onnx()
-    from ._model import BertEmbeddings
+    from ._checkpoints import mapped, save
+    from ._layer import BertEmbeddings
     from ._onnx import cut, layer, layernorm, lookups, rules
     from ._onnx.graph import Graph
 
+    save.check_destination(Path(out_dir))  # (Windows: a live layer maps the weights there)
     if isinstance(model, onnx.ModelProto):
         proto = onnx.ModelProto()
         proto.CopyFrom(model)
@@ -144,9 +153,11 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
         if ln is not None:
             break
     if ln is None:
-        raise ValueError("no LayerNorm found (LayerNormalization, its decomposed form, SkipLayerNormalization or "
-                         "EmbedLayerNormalization): the embeddings of this graph are not a sum of lookups "
-                         "followed by a LayerNorm")
+        raise ValueError(
+            "no LayerNorm found (LayerNormalization, its decomposed form, SkipLayerNormalization or "
+            "EmbedLayerNormalization): the embeddings of this graph are not a sum of lookups "
+            "followed by a LayerNorm"
+        )
     found = lookups.find(graph, ln)
     roles = rules.find_roles(graph, found)
     tensors, config = layer.tables(ln, found, roles)
@@ -167,16 +178,24 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
         big = external or _weights_bytes(encoder) > EXTERNAL_DATA_BYTES
         encoder_path = staging / "encoder.onnx"
         if big:
-            onnx.save_model(encoder, str(encoder_path), save_as_external_data=True, all_tensors_to_one_file=True,
-                            location="encoder.onnx.data", size_threshold=1024)
+            onnx.save_model(
+                encoder,
+                str(encoder_path),
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location="encoder.onnx.data",
+                size_threshold=1024,
+            )
         else:
             onnx.save_model(encoder, str(encoder_path))
         inputs = tuple(i.name for i in encoder.graph.input)
+        # The file a live layer may map goes first: if it cannot be replaced, nothing is.
+        written = sorted(os.listdir(staging), key=lambda name: name != save.WEIGHTS_NAME)
+        for name in written:
+            mapped.replace(staging / name, out / name)
         for stale in ("encoder.onnx.data",):
-            if not (staging / stale).exists():
+            if stale not in written:
                 (out / stale).unlink(missing_ok=True)
-        for name in os.listdir(staging):
-            os.replace(staging / name, out / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return SplitResult(

@@ -90,9 +90,17 @@ DEFAULT_CASES: list[Case] = [
 TABLE_ROWS_PER_CYCLE = 2**18
 
 
-def _table_case(b: int, s: int, kind: str | None, vocab: int) -> Case:
-    return make_case("float32", True, b, s, table_dtype=kind, vocab=vocab,
-                     id_sets=-(-TABLE_ROWS_PER_CYCLE // (b * s)))
+def table_case(batch: int, seq: int, kind: str | None, vocab: int, out: bool = False) -> Case:
+    """A case of the ``tables`` family: float32 + LayerNorm, ``kind`` token tables, fresh ids at each call.
+
+    Examples
+    --------
+    >>> c = table_case(8, 128, "int8", BIG_VOCAB)
+    >>> c.name, c.id_sets * c.batch * c.seq >= TABLE_ROWS_PER_CYCLE
+    ('f32-ln-V250k-i8-B8-S128', True)
+    """
+    sets = -(-TABLE_ROWS_PER_CYCLE // (batch * seq))
+    return make_case("float32", True, batch, seq, out, table_dtype=kind, vocab=vocab, id_sets=sets)
 
 
 #: The ``tables`` family: float32 + LayerNorm with float32, bfloat16 and int8
@@ -102,8 +110,10 @@ def _table_case(b: int, s: int, kind: str | None, vocab: int) -> Case:
 #: each of :data:`TABLE_SHAPES`. Whether a table fits the last-level cache
 #: then decides, not whether one batch's rows do.
 TABLE_CASES: list[Case] = [
-    _table_case(b, s, kind, vocab)
-    for vocab in (BERT_BASE_VOCAB, BIG_VOCAB) for b, s in TABLE_SHAPES for kind in TABLE_KINDS
+    table_case(b, s, kind, vocab)
+    for vocab in (BERT_BASE_VOCAB, BIG_VOCAB)
+    for b, s in TABLE_SHAPES
+    for kind in TABLE_KINDS
 ]
 
 #: Case families by name (``bertembed bench --family``).
@@ -157,34 +167,84 @@ _PEERS_LN = ("onnxruntime", "torch")
 #: memory rows are :data:`PEAK_MEMORY_GOAL` and benchmarks/run.py). The
 #: bertembed side is always bertembed at its automatic thread choice.
 GOALS: list[Goal] = [
-    Goal("numpy-5x", "float64 sum, B=32 S=512: numpy expression / bertembed",
-         "f64-sum-B32-S512", ("numpy",), (BERTEMBED,), 5.0),
-    Goal("copyto-1.3x", "float64 sum into out=, B=32 S=512: bertembed / np.copyto",
-         "f64-sum-out-B32-S512", (BERTEMBED,), ("copyto",), 1.3, at_least=False),
-    *(
-        Goal(f"best-peer-2x-{name}", f"float32 + LayerNorm, {shape}: best of ONNX Runtime, "
-             "torch / bertembed", name, _PEERS_LN, (BERTEMBED,), 2.0)
-        for name, shape in (("f32-ln-B32-S512", "B=32 S=512"), ("f32-ln-B8-S128", "B=8 S=128"),
-                            ("f32-ln-B1-S128", "B=1 S=128"))
+    Goal(
+        "numpy-5x",
+        "float64 sum, B=32 S=512: numpy expression / bertembed",
+        "f64-sum-B32-S512",
+        ("numpy",),
+        (BERTEMBED,),
+        5.0,
+    ),
+    Goal(
+        "copyto-1.3x",
+        "float64 sum into out=, B=32 S=512: bertembed / np.copyto",
+        "f64-sum-out-B32-S512",
+        (BERTEMBED,),
+        ("copyto",),
+        1.3,
+        at_least=False,
     ),
     *(
-        Goal(f"auto-threads-{name}", f"float32 + LayerNorm, {shape}: bertembed's automatic threads / "
-             "the better of 1 and T threads", name, (BERTEMBED,), (BERTEMBED_T,), 1.10, at_least=False)
-        for name, shape in (("f32-ln-B32-S512", "B=32 S=512"), ("f32-ln-B8-S128", "B=8 S=128"),
-                            ("f32-ln-B1-S128", "B=1 S=128"))
+        Goal(
+            f"best-peer-2x-{name}",
+            f"float32 + LayerNorm, {shape}: best of ONNX Runtime, torch / bertembed",
+            name,
+            _PEERS_LN,
+            (BERTEMBED,),
+            2.0,
+        )
+        for name, shape in (
+            ("f32-ln-B32-S512", "B=32 S=512"),
+            ("f32-ln-B8-S128", "B=8 S=128"),
+            ("f32-ln-B1-S128", "B=1 S=128"),
+        )
     ),
-    Goal("take-1.5x", "float32 + LayerNorm, B=1 S=128: bertembed / np.take of the token rows "
-         "(one thread)", "f32-ln-B1-S128", (BERTEMBED,), ("take",), 1.5, at_least=False),
-    Goal("bf16-1.2x", "float32 + LayerNorm, B=32 S=512: float32 tables / bfloat16 tables "
-         "(bertembed)", "f32-ln-bf16-B32-S512", (BERTEMBED,), (BERTEMBED,), 1.2,
-         numerator_case="f32-ln-B32-S512"),
     *(
-        Goal(f"{kind}-{bound:g}x-V250k-B{b}-S{s}",
-             f"float32 + LayerNorm, 250k x 768 tables, B={b} S={s}: float32 tables / {kind} tables "
-             "(bertembed)", make_case("float32", True, b, s, table_dtype=kind, vocab=BIG_VOCAB).name,
-             (BERTEMBED,), (BERTEMBED,), bound,
-             numerator_case=make_case("float32", True, b, s, vocab=BIG_VOCAB).name)
-        for b, s in TABLE_SHAPES for kind, bound in (("bfloat16", 1.2), ("int8", 1.3))
+        Goal(
+            f"auto-threads-{name}",
+            f"float32 + LayerNorm, {shape}: bertembed's automatic threads / the better of 1 and T threads",
+            name,
+            (BERTEMBED,),
+            (BERTEMBED_T,),
+            1.10,
+            at_least=False,
+        )
+        for name, shape in (
+            ("f32-ln-B32-S512", "B=32 S=512"),
+            ("f32-ln-B8-S128", "B=8 S=128"),
+            ("f32-ln-B1-S128", "B=1 S=128"),
+        )
+    ),
+    Goal(
+        "take-1.5x",
+        "float32 + LayerNorm, B=1 S=128: bertembed / np.take of the token rows (one thread)",
+        "f32-ln-B1-S128",
+        (BERTEMBED,),
+        ("take",),
+        1.5,
+        at_least=False,
+    ),
+    Goal(
+        "bf16-1.2x",
+        "float32 + LayerNorm, B=32 S=512: float32 tables / bfloat16 tables (bertembed)",
+        "f32-ln-bf16-B32-S512",
+        (BERTEMBED,),
+        (BERTEMBED,),
+        1.2,
+        numerator_case="f32-ln-B32-S512",
+    ),
+    *(
+        Goal(
+            f"{kind}-{bound:g}x-V250k-B{b}-S{s}",
+            f"float32 + LayerNorm, 250k x 768 tables, B={b} S={s}: float32 tables / {kind} tables (bertembed)",
+            make_case("float32", True, b, s, table_dtype=kind, vocab=BIG_VOCAB).name,
+            (BERTEMBED,),
+            (BERTEMBED,),
+            bound,
+            numerator_case=make_case("float32", True, b, s, vocab=BIG_VOCAB).name,
+        )
+        for b, s in TABLE_SHAPES
+        for kind, bound in (("bfloat16", 1.2), ("int8", 1.3))
     ),
 ]
 

@@ -1,7 +1,8 @@
-"""The harness's data types: a case, its inputs, a contender, a peer, a variant.
+"""The harness's data types: a case, its inputs, a peer, a variant; the inputs themselves.
 
-The bottom of :mod:`bertembed._bench`: it imports nothing else of the harness.
-Only NumPy is needed; ``ml_dtypes`` only for a case with bfloat16 tables.
+Of the harness it imports only :mod:`~bertembed._bench.timing` (a peer's
+builder returns a :class:`~bertembed._bench.timing.Contender`). Only NumPy
+is needed; ``ml_dtypes`` only for a case with bfloat16 tables.
 """
 
 from __future__ import annotations
@@ -13,17 +14,15 @@ from typing import Any
 
 import numpy as np
 
+from .timing import Contender, Fn
+
 #: BERT's LayerNorm epsilon, used by every contender.
 LN_EPS = 1e-12
 
-Fn = Callable[[], Any]
-
 #: The scenarios a run can measure in, with the sentence that labels their tables.
 SCENARIOS: dict[str, str] = {
-    "isolated": "isolated: each contender timed alone in its own fresh process "
-                "(no spinning neighbours)",
-    "shared-process": "shared process: all contenders interleaved in one process, "
-                      "next to a runtime that spins",
+    "isolated": "isolated: each contender timed alone in its own fresh process (no spinning neighbours)",
+    "shared-process": "shared process: all contenders interleaved in one process, next to a runtime that spins",
 }
 
 
@@ -101,32 +100,13 @@ class Context:
     cache: dict[Any, Any] = field(default_factory=dict)
 
 
-@dataclass
-class Contender:
-    """One timed callable and what must happen before each of its timed samples.
-
-    ``prepare`` runs, untimed, before the warm-up and before every sample:
-    for a runtime whose thread count is process-wide (torch), it sets the
-    count this contender is measured at, so two variants of one peer can be
-    interleaved in one process.
-    """
-
-    call: Fn
-    prepare: Callable[[], None] | None = None
-
-
-def as_contender(built: Fn | Contender) -> Contender:
-    """A builder's result as a :class:`Contender` (a bare callable has nothing to prepare)."""
-    return built if isinstance(built, Contender) else Contender(built)
-
-
 @dataclass(frozen=True)
 class Peer:
     """A contender compared with bertembed.
 
     ``build(case, inputs, context)`` returns a no-argument callable doing one
     call (and returning its result as an array-like), or a
-    :class:`Contender`; it raises ImportError when its library is missing.
+    :class:`~bertembed._bench.timing.Contender`; it raises ImportError when its library is missing.
     ``checked=False`` skips the comparison with bertembed's output (for
     yardsticks that do other work, like a copy or a gather). ``threaded``
     peers are measured at 1 and at T threads (``context.threads``), and the

@@ -7,7 +7,7 @@ import importlib.metadata
 import os
 from typing import Any
 
-from .._config import config
+from .._core.runtime import config
 
 
 def _version(dist: str) -> str | None:

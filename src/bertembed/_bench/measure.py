@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from .check import mismatch
-from .data import BERTEMBED, Case, Contender, Context, Inputs, Peer, Variant, as_contender
+from .data import BERTEMBED, Case, Context, Inputs, Peer, Variant
 from .peers import PEERS
 from .subject import BertembedCall, bertembed_call, token_values
+from .timing import Contender, as_contender
 
 
 class Skip(Exception):
@@ -126,8 +127,7 @@ def build_variant(
         raise Skip("unavailable", str(exc)) from None
     except TypeError as exc:
         if peer is None and case.table_dtype is not None:
-            raise Skip("unavailable", f"this bertembed refuses {case.table_dtype} tables "
-                       f"(TypeError: {exc})") from None
+            raise Skip("unavailable", f"this bertembed refuses {case.table_dtype} tables (TypeError: {exc})") from None
         raise Skip("error", f"TypeError: {exc}") from None
     except Exception as exc:
         raise Skip("error", f"{type(exc).__name__}: {exc}") from None

@@ -3,6 +3,8 @@
 :func:`peak_memory` measures with tracemalloc in this process and, on Linux,
 with the peak resident set size (``VmHWM``) around the call in a fresh
 subprocess. The goal it checks is :data:`bertembed._bench.cases.PEAK_MEMORY_GOAL`.
+:func:`rss_peak` is that RSS measurement around any call, for the scripts
+of ``benchmarks/`` that measure the memory of other work (a conversion).
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 import json
 import sys
 import tracemalloc
-from dataclasses import asdict, replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any, TypeVar
 
 from .. import max_threads
 from .cases import PEAK_MEMORY_GOAL
@@ -19,9 +22,11 @@ from .data import Case, make_inputs
 from .spawn import emit, run_child
 from .subject import bertembed_call
 
+T = TypeVar("T")
 
-def _rss_status() -> tuple[int, int] | None:
-    """(VmRSS, VmHWM) of this process in bytes, from ``/proc/self/status`` (Linux).
+
+def rss_status() -> tuple[int, int] | None:
+    """(VmRSS, VmHWM) of this process in bytes, from ``/proc/self/status`` (Linux), else None.
 
     VmHWM is the peak of this process image only; ``ru_maxrss`` would not
     do, as Linux carries the parent's peak across fork and exec.
@@ -40,6 +45,43 @@ def _rss_status() -> tuple[int, int] | None:
     return found["VmRSS"], found["VmHWM"]
 
 
+@dataclass(frozen=True)
+class RssPeak:
+    """The resident set around one call: before it (RSS and peak) and the peak after it."""
+
+    before: int
+    peak_before: int
+    peak: int
+
+    @property
+    def extra_bytes(self) -> int:
+        """The rise of the peak over the larger of the RSS and the peak before the call.
+
+        The peak before the call must not exceed the RSS just before it, or
+        the call's own peak could hide under an older one (see :attr:`baseline_ok`).
+        """
+        return self.peak - max(self.before, self.peak_before)
+
+    @property
+    def baseline_ok(self) -> bool:
+        """Whether the older peak was within 1 MiB of the RSS before the call."""
+        return self.peak_before <= self.before + (1 << 20)
+
+
+def rss_peak(fn: Callable[[], T]) -> tuple[T, RssPeak | None]:
+    """Call ``fn`` and return its result and the :class:`RssPeak` around it (None off Linux).
+
+    Meant for a fresh process (:func:`bertembed._bench.spawn.run_child`):
+    there, everything resident before the call is the process's baseline.
+    """
+    before = rss_status()
+    result = fn()
+    after = rss_status()
+    if before is None or after is None:
+        return result, None
+    return result, RssPeak(before[0], before[1], after[1])
+
+
 def _rss_probe(spec: str) -> None:
     """Child side of the RSS measurement: print RSS and peaks around one call."""
     args = json.loads(spec)
@@ -49,13 +91,8 @@ def _rss_probe(spec: str) -> None:
     # Start the OpenMP pool (thread stacks) with a call too small to matter.
     small = replace(case, batch=1, seq=min(case.seq, args["threads"]), out=False)
     bertembed_call(small, make_inputs(small, args["seed"], cache), args["threads"])()
-    before = _rss_status()
-    call()
-    after = _rss_status()
-    if before is None or after is None:
-        emit(None)
-        return
-    emit({"before": before[0], "peak_before": before[1], "peak": after[1]})
+    _, peak = rss_peak(call)
+    emit(None if peak is None else asdict(peak))
 
 
 def _rss_extra(case: Case, seed: int, threads: int) -> dict[str, Any]:
@@ -67,20 +104,15 @@ def _rss_extra(case: Case, seed: int, threads: int) -> dict[str, Any]:
         return {"rss_error": str(exc)}
     if got is None:
         return {"rss_error": "no VmRSS/VmHWM in /proc/self/status"}
-    # The peak before the call must not exceed the RSS just before it, or the
-    # call's own peak could hide under an older one.
-    baseline = max(got["before"], got["peak_before"])
-    extra = got["peak"] - baseline
+    peak = RssPeak(**got)
     return {
-        "rss_extra_bytes": extra,
-        "rss_ratio": extra / case.result_bytes if case.result_bytes else None,
-        "rss_baseline_ok": got["peak_before"] <= got["before"] + (1 << 20),
+        "rss_extra_bytes": peak.extra_bytes,
+        "rss_ratio": peak.extra_bytes / case.result_bytes if case.result_bytes else None,
+        "rss_baseline_ok": peak.baseline_ok,
     }
 
 
-def peak_memory(
-    case: Case, *, seed: int = 0, threads: int | None = None, rss: bool = True
-) -> dict[str, Any]:
+def peak_memory(case: Case, *, seed: int = 0, threads: int | None = None, rss: bool = True) -> dict[str, Any]:
     """Peak extra memory of one bertembed call, relative to its result's size.
 
     Two measurements: tracemalloc in this process (NumPy reports its array

@@ -1,7 +1,7 @@
 """The peers of the benchmark harness: NumPy, ``np.take``, ``np.copyto``, torch, ONNX Runtime.
 
 Each peer's builder, ``build(case, inputs, context)``, returns a no-argument
-callable doing one call, or a :class:`~bertembed._bench.data.Contender`
+callable doing one call, or a :class:`~bertembed._bench.timing.Contender`
 (see :class:`~bertembed._bench.data.Peer`); :data:`PEERS` names them. Every
 peer gets the settings a critic would give it: torch under
 ``torch.inference_mode`` with in-place adds, one inter-op thread and its
@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .data import LN_EPS, Case, Contender, Context, Fn, Inputs, Peer
+from .data import LN_EPS, Case, Context, Inputs, Peer
+from .timing import Contender, Fn
 
 
 def _numpy_build(case: Case, d: Inputs, ctx: Context) -> Fn:
@@ -98,7 +99,7 @@ def _torch_build(case: Case, d: Inputs, ctx: Context) -> Contender:
 
 def _ort_session(d: Inputs, ctx: Context) -> Any:
     """An ONNX Runtime session of one com.microsoft EmbedLayerNormalization node."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # type: ignore[import-untyped]
     from onnx import TensorProto, helper, numpy_helper
 
     key = ("ort", id(d.tok), ctx.threads)
@@ -139,9 +140,7 @@ def _ort_session(d: Inputs, ctx: Context) -> Any:
     # ONNX Runtime's own default, stated: its workers spin between calls,
     # which is fastest for itself (and what slows a neighbour in one process).
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
-    session = ort.InferenceSession(
-        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-    )
+    session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     ctx.cache[key] = session
     return session
 
@@ -169,8 +168,7 @@ PEERS: dict[str, Peer] = {
     p.name: p
     for p in (
         Peer("numpy", lambda c: not c.out and _plain_tables(c), _numpy_build),
-        Peer("take", lambda c: c.layer_norm and not c.out and _plain_tables(c), _take_build,
-             checked=False),
+        Peer("take", lambda c: c.layer_norm and not c.out and _plain_tables(c), _take_build, checked=False),
         Peer("copyto", lambda c: c.out, _copyto_build, checked=False),
         Peer("torch", lambda c: not c.out and _plain_tables(c), _torch_build, threaded=True),
         Peer(

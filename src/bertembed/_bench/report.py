@@ -1,4 +1,9 @@
-"""The results of a run as plain text: the comparison table and the goal rows."""
+"""The results of a run as plain text: the comparison table, the goal rows, the table dtypes.
+
+Every function takes what :func:`bertembed._bench.runner.run` returned (or a
+file's :class:`~bertembed._bench.schema.BenchRun`) and reads it through
+:mod:`bertembed._bench.schema`.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .data import BERTEMBED, BERTEMBED_T, SCENARIOS
+from .schema import BenchRun, CaseResult, as_run, label
+
+Results = BenchRun | Sequence[Mapping[str, Any]]
 
 #: Column order of the table (contenders not listed here come after, in order of appearance).
 COLUMNS = [BERTEMBED, BERTEMBED_T, "numpy", "take", "copyto", "torch", "onnxruntime"]
@@ -33,43 +41,38 @@ def fmt_time(seconds: float) -> str:
 
 def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-             for line in [header, *rows]]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
 
 
-def _variants_of(r: Mapping[str, Any], name: str) -> list[str]:
-    return [lab for lab, v in r.get("variants", {}).items() if v.get("contender") == name]
-
-
-def _cell(r: Mapping[str, Any], name: str) -> str:
-    if name in r["timings"]:
-        t = r["timings"][name]
-        text = fmt_time(t["median_s"])
-        if name in r["ratios"]:
-            text += f" ({r['ratios'][name]:.2f}x)"
-        threads = t.get("threads")
-        if threads is not None and (name == BERTEMBED or len(_variants_of(r, name)) > 1):
+def _cell(r: CaseResult, name: str) -> str:
+    if name in r.timings:
+        text = fmt_time(r.timings[name].median_s)
+        if name != BERTEMBED and r.measured:
+            text += f" ({r.ratio(name):.2f}x)"
+        threads = r.threads_of(name)
+        if threads is not None and (name == BERTEMBED or len(r.variants_of(name)) > 1):
             text += f" @{threads}"
         return text
-    if name in r["skipped"]:
-        return r["skipped"][name]["status"]
+    if name in r.skipped:
+        return r.skipped[name].status
     return "-"
 
 
-def scenario_text(results: Sequence[Mapping[str, Any]]) -> str:
+def scenario_text(results: Results) -> str:
     """The label of the scenario the results were measured in."""
-    scenario = results[0].get("scenario", "") if results else ""
+    run = as_run(results) if results else None
+    scenario = run.cases[0].scenario if run else ""
     return SCENARIOS.get(scenario, scenario or "unknown scenario")
 
 
-def format_table(results: Sequence[Mapping[str, Any]]) -> str:
+def format_table(results: Results) -> str:
     """A plain-text table of medians and ratios, one row per case, labelled with its scenario.
 
     Parameters
     ----------
-    results : sequence of dict
+    results : sequence of dict, or BenchRun
         The output of :func:`bertembed._bench.runner.run`.
 
     Returns
@@ -84,33 +87,33 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
     """
     if not results:
         return "(no results)"
+    run = as_run(results)
     names: list[str] = []
-    for r in results:
-        for name in [*r["timings"], *r["skipped"]]:
+    for r in run.cases:
+        for name in [*r.timings, *r.skipped]:
             if name not in names:
                 names.append(name)
     order = {n: (COLUMNS.index(n) if n in COLUMNS else len(COLUMNS), i) for i, n in enumerate(names)}
     names.sort(key=order.__getitem__)
-    header = ["case", "T", *(n.replace(BERTEMBED_T, "bertembed 1|T") for n in names)]
-    rows = [[r["name"], str(r["threads"]), *(_cell(r, n) for n in names)] for r in results]
-    first = results[0]
-    lines = [f"scenario: {scenario_text(results)}", *_grid(header, rows), ""]
+    header = ["case", "T", *map(label, names)]
+    rows = [[r.name, str(r.threads), *(_cell(r, n) for n in names)] for r in run.cases]
+    lines = [f"scenario: {scenario_text(run)}", *_grid(header, rows), ""]
     lines.append(
-        f"medians of {first['repeats']} samples per contender; cell = median "
+        f"medians of {run.repeats} samples per contender; cell = median "
         "(contender / bertembed; >1 means bertembed is faster) @threads"
     )
     lines.append(
-        "T: most threads any contender may use; bertembed: its automatic choice (@ the threads "
-        "it took); bertembed 1|T: the faster of bertembed at 1 and at T threads; "
+        f"T: most threads any contender may use; bertembed: its automatic choice (@ the threads "
+        f"it took); {label(BERTEMBED_T)}: the faster of bertembed at 1 and at T threads; "
         "torch, onnxruntime: the faster of 1 and T threads; "
         "numpy, take, copyto: one thread"
     )
-    m = first["machine"]
+    m = run.machine
     lines.append(
         f"machine: {m.get('platform')}, {m.get('cpu_model')}, cpu_count={m.get('cpu_count')}; "
         f"numpy {m.get('numpy')}, torch {m.get('torch')}, onnxruntime {m.get('onnxruntime')}"
     )
-    skipped = {(p, s["status"], s["reason"]) for r in results for p, s in r["skipped"].items()}
+    skipped = {(p, s.status, s.reason) for r in run.cases for p, s in r.skipped.items()}
     for p, status, reason in sorted(skipped):
         lines.append(f"{p}: {status}: {reason}")
     return "\n".join(lines)
@@ -120,12 +123,12 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
 SMOKE_TEST = "smoke test: figures from a short run; not a verdict on the goals"
 
 
-def format_goals(results: Sequence[Mapping[str, Any]], judged: bool = True) -> str:
+def format_goals(results: Results, judged: bool = True) -> str:
     """The performance goals the run measured: ratio, bound and verdict.
 
     Parameters
     ----------
-    results : sequence of dict
+    results : sequence of dict, or BenchRun
         The output of :func:`bertembed._bench.runner.run`.
     judged : bool, default True
         False for a smoke test (``--quick``: few samples, one round): the
@@ -145,35 +148,40 @@ def format_goals(results: Sequence[Mapping[str, Any]], judged: bool = True) -> s
     (no performance goal among the cases run)
     """
     rows = []
-    for r in results:
-        for g in r.get("goals", {}).values():
-            if g["ratio"] is None:
-                measured, verdict = "-", f"n/a: {g.get('reason', 'not measured')}"
+    run = as_run(results) if results else None
+    for r in run.cases if run else []:
+        for g in r.goals.values():
+            if g.ratio is None:
+                measured, verdict = "-", f"n/a: {g.reason or 'not measured'}"
             else:
-                measured = f"{g['ratio']:.2f}"
-                verdict = ("met" if g["met"] else "MISSED") if judged else "(not judged)"
-                verdict += f" ({g['numerator']} / {g['denominator']})"
-            rows.append([f"{g['text']} {g['op']} {g['bound']:g}", measured, verdict])
+                measured = f"{g.ratio:.2f}"
+                verdict = ("met" if g.met else "MISSED") if judged else "(not judged)"
+                verdict += f" ({g.numerator} / {g.denominator})"
+            rows.append([f"{g.text} {g.op} {g.bound:g}", measured, verdict])
     if not rows:
         return "(no performance goal among the cases run)"
-    title = f"performance goals, see the performance page of the docs ({scenario_text(results)})"
+    title = f"performance goals, see the performance page of the docs ({scenario_text(run or [])})"
     head = [SMOKE_TEST, title] if not judged else [title]
     return "\n".join([*head, *_grid(["goal", "measured", "verdict"], rows), f"not here: {NOT_TIMED}"])
 
 
-def _table_bytes(r: Mapping[str, Any], kind: str | None) -> str:
-    size = {None: 4, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}.get(kind)
-    if size is None:
+#: Bytes per value of a token table, by ``table_dtype`` (None: float32, as given).
+_TABLE_ITEMSIZE = {None: 4, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+
+
+def _table_bytes(r: CaseResult) -> str:
+    size = _TABLE_ITEMSIZE.get(r.table_dtype)
+    if size is None or r.V is None or r.H is None:
         return "?"
-    return f"{r['V'] * r['H'] * size / 2**20:.3g} MiB"
+    return f"{r.V * r.H * size / 2**20:.3g} MiB"
 
 
-def format_table_dtypes(results: Sequence[Mapping[str, Any]]) -> str:
+def format_table_dtypes(results: Results) -> str:
     """bertembed with low-precision token tables against float32 tables of the same case.
 
     Parameters
     ----------
-    results : sequence of dict
+    results : sequence of dict, or BenchRun
         The output of :func:`bertembed._bench.runner.run` (the ``tables``
         family).
 
@@ -186,30 +194,44 @@ def format_table_dtypes(results: Sequence[Mapping[str, Any]]) -> str:
         1: the narrower table is faster), and the same ratio of the fastest
         samples. Empty when there is no such pair.
     """
-    def key(r: Mapping[str, Any]) -> tuple[Any, ...]:
-        return (r["V"], r["H"], r["batch"], r["seq"], r["dtype"], r["layer_norm"], r.get("out"))
+    if not results:
+        return ""
+    run = as_run(results)
 
-    plain = {key(r): r for r in results if r.get("table_dtype") is None and BERTEMBED in r["timings"]}
+    def key(r: CaseResult) -> tuple[Any, ...]:
+        return (r.V, r.H, r.batch, r.seq, r.dtype, r.layer_norm, r.out)
+
+    plain = {key(r): r for r in run.cases if r.table_dtype is None and r.measured}
     rows = []
     shown = None
-    for r in results:
+    for r in run.cases:
         base = plain.get(key(r))
-        if r.get("table_dtype") is None or base is None:
+        if r.table_dtype is None or base is None:
             continue
         if shown is not base:
             shown = base
-            t = base["timings"][BERTEMBED]
-            rows.append([base["name"], "float32", _table_bytes(base, None), fmt_time(t["median_s"]),
-                         "1", "1"])
-        if BERTEMBED not in r["timings"]:
-            status = r["skipped"].get(BERTEMBED, {}).get("status", "not measured")
-            rows.append([r["name"], r["table_dtype"], _table_bytes(r, r["table_dtype"]), status, "-", "-"])
+            t = base.timings[BERTEMBED]
+            rows.append([base.name, "float32", _table_bytes(base), fmt_time(t.median_s), "1", "1"])
+        if not r.measured:
+            status = r.skipped[BERTEMBED].status if BERTEMBED in r.skipped else "not measured"
+            rows.append([r.name, r.table_dtype, _table_bytes(r), status, "-", "-"])
             continue
-        t, b = r["timings"][BERTEMBED], base["timings"][BERTEMBED]
-        rows.append([r["name"], r["table_dtype"], _table_bytes(r, r["table_dtype"]), fmt_time(t["median_s"]),
-                     f"{b['median_s'] / t['median_s']:.2f}", f"{b['min_s'] / t['min_s']:.2f}"])
+        t, b = r.timings[BERTEMBED], base.timings[BERTEMBED]
+        fastest = "-" if t.min_s is None or b.min_s is None else f"{b.min_s / t.min_s:.2f}"
+        rows.append(
+            [r.name, r.table_dtype, _table_bytes(r), fmt_time(t.median_s), f"{b.median_s / t.median_s:.2f}", fastest]
+        )
     if not rows:
         return ""
     header = ["case", "token table", "size", "bertembed", "f32 / this (median)", "(fastest)"]
-    return "\n".join([f"token-table dtypes, bertembed at its automatic threads ({scenario_text(results)})",
-                      *_grid(header, rows)])
+    return "\n".join(
+        [f"token-table dtypes, bertembed at its automatic threads ({scenario_text(run)})", *_grid(header, rows)]
+    )
+
+
+def format_run(results: Results, judged: bool = True) -> str:
+    """Everything a front end prints after a run: the table, the goals and, when the run
+    has low-precision tables, :func:`format_table_dtypes`, separated by blank lines."""
+    run: Results = as_run(results) if results else []
+    parts = [format_table(run), format_goals(run, judged=judged), format_table_dtypes(run)]
+    return "\n\n".join(p for p in parts if p)

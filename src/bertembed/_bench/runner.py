@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -34,15 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernel, max_threads
+from .. import max_threads
+from .._core import _kernel
 from .cases import DEFAULT_CASES, GOALS, Goal
-from .data import BERTEMBED, BERTEMBED_T, SCENARIOS, Case, Contender, Context, Peer, Variant, make_inputs
+from .data import BERTEMBED, BERTEMBED_T, SCENARIOS, Case, Context, Peer, Variant, make_inputs
 from .machine import machine_info
 from .measure import Skip, build_variant, peer_ref
 from .peers import resolve_peers
+from .schema import SCHEMA_VERSION, parse
 from .spawn import run_child
 from .subject import automatic_threads
-from .timing import time_interleaved
+from .timing import Contender, summarize, time_interleaved
 
 Progress = Callable[[int, int, str], None]
 
@@ -81,9 +82,11 @@ def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     failed = [r for r in runs if r.get("status") != "ok"]
     if failed:
         return failed[0]
-    samples = [x for r in runs for x in r["samples_s"]]
-    merged = {**runs[0], "median_s": statistics.median(samples), "min_s": min(samples),
-              "samples_s": samples, "pid": [r["pid"] for r in runs]}
+    merged = {
+        **runs[0],
+        **summarize([x for r in runs for x in r["samples_s"]]),
+        "pid": [r["pid"] for r in runs],
+    }
     autos = [r["auto_threads"] for r in runs if r.get("auto_threads") is not None]
     if autos:
         merged["auto_threads"] = max(set(autos), key=autos.count)
@@ -108,8 +111,13 @@ def _measure_isolated(
     done: dict[str, dict[str, Any]] = {}
     for r in range(rounds):
         # The repeats shared among the rounds (the first ones take the remainder).
-        base = {"case": asdict(case), "T": threads, "seed": seed, "min_sample_s": min_sample_s,
-                "repeats": repeats // rounds + (1 if r < repeats % rounds else 0)}
+        base = {
+            "case": asdict(case),
+            "T": threads,
+            "seed": seed,
+            "min_sample_s": min_sample_s,
+            "repeats": repeats // rounds + (1 if r < repeats % rounds else 0),
+        }
         for variant, peer in variants:
             label = variant.label
             if label in done:
@@ -118,8 +126,10 @@ def _measure_isolated(
             mine = runs[variants[0][0].label]
             if not first and (not mine or mine[-1].get("status") != "ok"):
                 # Nothing to check against, and nothing to compare with.
-                done[label] = {"status": mine[-1]["status"] if mine else "error",
-                               "reason": "bertembed could not run this case"}
+                done[label] = {
+                    "status": mine[-1]["status"] if mine else "error",
+                    "reason": "bertembed could not run this case",
+                }
                 step(label)
                 continue
             spec = {**base, "contender": variant.contender, "threads": variant.threads}
@@ -172,8 +182,7 @@ def _measure_shared(
     except Skip as skip:
         measured[BERTEMBED] = skip.as_dict()
         for variant, _ in variants[1:]:
-            measured[variant.label] = {"status": skip.status,
-                                       "reason": "bertembed could not run this case"}
+            measured[variant.label] = {"status": skip.status, "reason": "bertembed could not run this case"}
         return measured
     expected = np.array(got)
     del got
@@ -209,9 +218,11 @@ def _result(
         name = variant.contender
         if variant.contender == BERTEMBED:
             name = BERTEMBED if variant.threads is None else BERTEMBED_T
-        records[variant.label] = {"contender": name, "threads": variant.threads,
-                                  **measured.get(variant.label, {"status": "error",
-                                                                 "reason": "not measured"})}
+        records[variant.label] = {
+            "contender": name,
+            "threads": variant.threads,
+            **measured.get(variant.label, {"status": "error", "reason": "not measured"}),
+        }
         by_name.setdefault(name, []).append(variant.label)
     timings: dict[str, dict[str, Any]] = {}
     skipped: dict[str, dict[str, str]] = {}
@@ -220,9 +231,13 @@ def _result(
         if ok:
             best = min(ok, key=lambda lab: records[lab]["median_s"])
             rec = records[best]
-            timings[name] = {"median_s": rec["median_s"], "min_s": rec["min_s"],
-                             "calls_per_sample": rec["calls_per_sample"],
-                             "threads": rec["threads"], "variant": best}
+            timings[name] = {
+                "median_s": rec["median_s"],
+                "min_s": rec["min_s"],
+                "calls_per_sample": rec["calls_per_sample"],
+                "threads": rec["threads"],
+                "variant": best,
+            }
         else:
             first = records[labels[0]]
             skipped[name] = {"status": first["status"], "reason": first.get("reason", "")}
@@ -238,6 +253,7 @@ def _result(
                 ratios[name] = t["median_s"] / mine
                 ratios_min[name] = t["min_s"] / best
     return {
+        "schema_version": SCHEMA_VERSION,
         **asdict(case),
         "scenario": scenario,
         "threads": threads,
@@ -254,15 +270,14 @@ def _result(
     }
 
 
-def _side(
-    by_case: dict[str, dict[str, Any]], case: str, names: tuple[str, ...]
-) -> tuple[float | None, str]:
+def _side(by_case: dict[str, dict[str, Any]], case: str, names: tuple[str, ...]) -> tuple[float | None, str]:
     """The fastest of ``names`` in ``case``: (median seconds, its variant), or (None, why not)."""
     result = by_case.get(case)
     if result is None:
         return None, f"case {case} was not run"
-    found = [(result["timings"][n]["median_s"], result["timings"][n]["variant"])
-             for n in names if n in result["timings"]]
+    found = [
+        (result["timings"][n]["median_s"], result["timings"][n]["variant"]) for n in names if n in result["timings"]
+    ]
     if found:
         return min(found)
     why = [f"{n} {result['skipped'][n]['status']}" for n in names if n in result["skipped"]]
@@ -282,14 +297,17 @@ def evaluate_goals(results: Sequence[dict[str, Any]], goals: Sequence[Goal] = GO
             continue
         num, num_label = _side(by_case, goal.numerator_case or goal.case, goal.numerator)
         den, den_label = _side(by_case, goal.case, goal.denominator)
-        entry: dict[str, Any] = {"text": goal.text, "op": goal.op, "bound": goal.bound,
-                                 "ratio": None, "met": None}
+        entry: dict[str, Any] = {"text": goal.text, "op": goal.op, "bound": goal.bound, "ratio": None, "met": None}
         if num is None or den is None:
             entry["reason"] = num_label if num is None else den_label
         else:
             ratio = num / den
-            entry.update(ratio=ratio, numerator=num_label, denominator=den_label,
-                         met=bool(ratio >= goal.bound if goal.at_least else ratio <= goal.bound))
+            entry.update(
+                ratio=ratio,
+                numerator=num_label,
+                denominator=den_label,
+                met=bool(ratio >= goal.bound if goal.at_least else ratio <= goal.bound),
+            )
         home["goals"][goal.key] = entry
 
 
@@ -338,7 +356,9 @@ def run(
     Returns
     -------
     list of dict
-        One JSON-serialisable dict per case: the case's fields, ``scenario``,
+        One JSON-serialisable dict per case (the layout of
+        :mod:`bertembed._bench.schema`, which checks it before it is
+        returned): ``schema_version``, the case's fields, ``scenario``,
         ``threads`` (T), ``repeats``, ``result_bytes``, ``bertembed_threads``
         (the automatic choice), ``variants`` (every variant's timing or
         ``status`` and ``reason``), ``timings`` (per contender, its fastest
@@ -377,19 +397,28 @@ def run(
     results = []
     with contextlib.ExitStack() as stack:
         cache: dict[Any, Any] = {}
-        tmp = None if not isolated else Path(stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="bertembed-bench-")))
+        tmp = (
+            None if not isolated else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bertembed-bench-")))
+        )
         for case, variants in zip(todo, plans, strict=True):
             report(f"{case.name}: setup")
             if tmp is not None:
+
                 def step(label: str, c: Case = case) -> None:
                     nonlocal done
                     done += 1
                     report(f"{c.name}: {label}")
 
                 measured = _measure_isolated(
-                    case, variants, threads=nthreads, repeats=repeats, seed=seed,
-                    min_sample_s=min_sample_s, tmp=tmp, step=step, rounds=rounds,
+                    case,
+                    variants,
+                    threads=nthreads,
+                    repeats=repeats,
+                    seed=seed,
+                    min_sample_s=min_sample_s,
+                    tmp=tmp,
+                    step=step,
+                    rounds=rounds,
                 )
             else:
                 start = done
@@ -400,12 +429,21 @@ def run(
                     report(c.name)
 
                 measured = _measure_shared(
-                    case, variants, threads=nthreads, repeats=repeats, seed=seed,
-                    min_sample_s=min_sample_s, stack=stack, cache=cache, on_repeat=on_repeat,
+                    case,
+                    variants,
+                    threads=nthreads,
+                    repeats=repeats,
+                    seed=seed,
+                    min_sample_s=min_sample_s,
+                    stack=stack,
+                    cache=cache,
+                    on_repeat=on_repeat,
                 )
                 done = start + repeats
-            results.append(_result(case, variants, measured, threads=nthreads, repeats=repeats,
-                                   scenario=scenario, machine=machine))
+            results.append(
+                _result(case, variants, measured, threads=nthreads, repeats=repeats, scenario=scenario, machine=machine)
+            )
     evaluate_goals(results)
+    parse(results)  # what the readers will accept (a harness bug otherwise)
     report("done")
     return results

@@ -1,9 +1,13 @@
-"""Run Python code in a fresh interpreter that imports this same bertembed.
+"""Run Python code in a fresh interpreter: this same bertembed, or another source tree's.
 
-The parent side of every subprocess the harness starts (one per contender
-and case in the isolated scenario, one for the RSS measurement): the child
-gets this copy of the package first on ``PYTHONPATH``, so it never picks up
-another installed bertembed.
+The parent side of every subprocess the harness and the ``benchmarks/``
+scripts start (one per contender and case in the isolated scenario, one for
+the RSS measurement, one per contender and round in the scripts that
+compare conversions, loads or builds): :func:`run_child` gives the child
+this copy of the package first on ``PYTHONPATH``, so it never picks up
+another installed bertembed; :func:`run_in_tree` gives it another tree's
+bertembed and this harness's timing. The child reports with :func:`emit`;
+:func:`in_rounds` is the order in which such contenders take turns.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from . import timing
 
 #: Prefix of the line in a child's stdout that carries its JSON result.
 RESULT_MARK = "BERTEMBED-BENCH-RESULT "
@@ -60,13 +66,158 @@ def run_child(
     try:
         proc = subprocess.run(
             [sys.executable, "-c", code, *args],
-            capture_output=True, text=True, env=child_env(env, paths), timeout=timeout,
+            capture_output=True,
+            text=True,
+            env=child_env(env, paths),
+            timeout=timeout,
             check=False,
         )
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"the child process ran longer than {timeout:.0f} s") from None
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK):])
+            return json.loads(line[len(RESULT_MARK) :])
     tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
     raise RuntimeError(f"the child process exited with status {proc.returncode}: {tail[0]}")
+
+
+#: The harness's timing module (standard library only), loaded from this file
+#: by the children of :func:`run_in_tree`.
+TIMING_FILE = str(Path(timing.__file__).resolve())
+
+_TREE_PRELUDE = """\
+import importlib.util as _util, json as _json, os as _os, sys as _sys
+_spec = _util.spec_from_file_location("bertembed_harness_timing", {timing_file!r})
+timing = _util.module_from_spec(_spec)
+_sys.modules[_spec.name] = timing
+_spec.loader.exec_module(timing)
+import bertembed
+_file = _os.path.realpath(bertembed.__file__)
+if not _file.startswith({tree!r} + _os.sep):
+    raise SystemExit("bertembed was imported from " + _file + ", not from the tree {tree}")
+def emit(result):
+    print({mark!r} + _json.dumps({{**result, "bertembed_file": _file}}), flush=True)
+"""
+
+
+def run_in_tree(
+    code: str,
+    tree: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = CHILD_TIMEOUT_S,
+) -> Any:
+    """Run ``code`` in a fresh Python whose ``bertembed`` is the one in directory ``tree``.
+
+    For comparing two builds or revisions, each in its own processes. The
+    code runs after a prelude that imports ``bertembed`` from ``tree``
+    (refusing to run if it came from elsewhere) and binds ``timing`` to
+    *this* harness's :mod:`~bertembed._bench.timing`, loaded from its file
+    (so every tree is timed by the same code, whatever its own harness is),
+    and ``emit(result)``, which reports a dict with ``bertembed_file`` added.
+
+    Parameters
+    ----------
+    code : str
+        Python source; ``sys.argv[1:]`` are ``args``.
+    tree : path
+        A directory that holds a ``bertembed`` package (``src/`` of a
+        checkout, with its compiled kernel).
+
+    Returns
+    -------
+    dict
+        What the child emitted.
+
+    Raises
+    ------
+    RuntimeError
+        As :func:`run_child`.
+    """
+    root = os.path.realpath(tree)
+    prelude = _TREE_PRELUDE.format(timing_file=TIMING_FILE, tree=root, mark=RESULT_MARK)
+    return run_child(prelude + code, args, env=env, paths=[root], timeout=timeout)
+
+
+def script_code(path: str | os.PathLike[str], body: str) -> str:
+    """Child code that imports ``sys``, loads the Python file ``path`` as the module
+    ``script``, then runs ``body``.
+
+    For a ``benchmarks/`` script whose child processes call its own
+    functions (with :func:`run_child`, ``body`` imports :func:`emit` itself;
+    :func:`run_in_tree`'s prelude provides it).
+    """
+    return (
+        "import importlib.util as _util\n"
+        "import sys\n"
+        f"_spec = _util.spec_from_file_location('bertembed_bench_script', {os.fspath(path)!r})\n"
+        "script = _util.module_from_spec(_spec)\n"
+        "sys.modules[_spec.name] = script\n"
+        "_spec.loader.exec_module(script)\n"
+        f"{body}\n"
+    )
+
+
+def in_rounds(names: Sequence[str], rounds: int) -> list[tuple[int, str]]:
+    """The turns of contenders that each run in fresh processes: ``(round, name)``.
+
+    Every name once per round, the first of each round rotated by one, so
+    that a burst of noise on the machine hits every contender and none
+    always runs right after the same one.
+
+    Examples
+    --------
+    >>> in_rounds(["a", "b", "c"], 2)
+    [(0, 'a'), (0, 'b'), (0, 'c'), (1, 'b'), (1, 'c'), (1, 'a')]
+    """
+    order = list(names)
+    turns: list[tuple[int, str]] = []
+    for r in range(rounds):
+        k = r % len(order) if order else 0
+        turns.extend((r, name) for name in order[k:] + order[:k])
+    return turns
+
+
+def run_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command to its end (a build or an export a benchmark needs first); its output
+    captured, a non-zero exit a :class:`subprocess.CalledProcessError`."""
+    return subprocess.run(
+        list(argv), check=True, capture_output=True, text=True, env=None if env is None else dict(env)
+    )
+
+
+def start_process(argv: Sequence[str], log: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Any:
+    """Start a long-running process (a server under load), in a process group of its own,
+    its output into `log`; stop it with :func:`stop_process`."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+        )
+
+
+def stop_process(process: Any, grace: float = 15.0) -> None:
+    """Stop what :func:`start_process` started and everything it started: SIGTERM to the
+    group, then SIGKILL after `grace` seconds (``terminate``/``kill`` where there are no groups)."""
+    import signal
+
+    killpg = getattr(os, "killpg", None)
+    try:
+        if killpg is not None:
+            killpg(process.pid, signal.SIGTERM)
+        else:
+            process.terminate()
+        process.wait(timeout=grace)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        if killpg is not None:
+            killpg(process.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+        else:
+            process.kill()
+    except ProcessLookupError:
+        pass

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .. import BertEmbeddings, _kernel, _tables
+from .. import BertEmbeddings
+from .._core import _kernel
+from .._core import tables as _tables
 from .data import LN_EPS, Case, Inputs
 
 
@@ -50,8 +53,9 @@ class BertembedCall:
     next of the id sets in turn; ``layer`` is kept for the check of a quantised
     case (its tables as the kernel reads them)."""
 
-    def __init__(self, layer: BertEmbeddings, id_sets: list[np.ndarray], segment_ids: np.ndarray,
-                 kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, layer: BertEmbeddings, id_sets: list[np.ndarray], segment_ids: np.ndarray, kwargs: dict[str, Any]
+    ) -> None:
         self.layer = layer
         self._sets = id_sets
         self._segments = segment_ids
@@ -67,6 +71,41 @@ class BertembedCall:
 def token_values(call: BertembedCall) -> np.ndarray:
     """The token table of the call's layer as float32 values (an int8 table dequantised)."""
     return _tables.to_float32(call.layer._tables.tok)
+
+
+@dataclass(frozen=True)
+class LayerArrays:
+    """The arrays a layer holds, as stored (a token table mapped from a checkpoint: the mapping)."""
+
+    tok: np.ndarray
+    pos: np.ndarray | None
+    seg: np.ndarray | None
+    ln_weight: np.ndarray | None
+    ln_bias: np.ndarray | None
+    ln_eps: float
+
+
+def layer_arrays(layer: BertEmbeddings) -> LayerArrays:
+    """The tables and LayerNorm parameters of ``layer``: the one place the harness and the
+    ``benchmarks/`` scripts look inside a layer (to build another from the same arrays).
+
+    Examples
+    --------
+    >>> layer = BertEmbeddings(np.ones((4, 2), np.float32), None, None, ln_weight=np.ones(2, np.float32))
+    >>> a = layer_arrays(layer)
+    >>> a.tok.shape, a.pos, a.ln_weight.tolist(), a.ln_bias
+    ((4, 2), None, [1.0, 1.0], None)
+    """
+    t = layer._tables
+    ln = t.ln
+    return LayerArrays(
+        tok=t.tok.data,
+        pos=None if t.pos is None else t.pos.data,
+        seg=None if t.seg is None else t.seg.data,
+        ln_weight=None if ln is None else ln.weight32,
+        ln_bias=None if ln is None else ln.bias32,
+        ln_eps=float(t.eps),
+    )
 
 
 def automatic_threads() -> int | None:

@@ -1,13 +1,34 @@
-"""Timing: callables timed round-robin (or alone), medians per call."""
+"""Timing: callables timed round-robin (or alone), medians per call; one-off calls; call logs.
+
+The only module of the harness that reads a clock. It imports nothing but
+the standard library (no NumPy, no other module of the harness), so that
+:func:`bertembed._bench.spawn.run_in_tree` can load this very file into a
+process whose ``bertembed`` is another source tree, and time both trees the
+same way.
+"""
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from .data import Contender, Fn, as_contender
+Fn = Callable[[], Any]
+
+
+def now() -> float:
+    """The harness's clock, in seconds (monotonic, the finest resolution there is).
+
+    For the timings the helpers here cannot wrap: each request a load
+    generator sends from its own coroutines, say.
+    """
+    return time.perf_counter()
+
 
 #: Shortest timed sample: fast calls are looped until a sample lasts this long.
 MIN_SAMPLE_S = 0.01
@@ -20,6 +41,25 @@ GAP_S = 0.002
 WARMUP_SAMPLES = 20
 #: Calibration (how many calls make a sample) stops timing single calls after this long.
 CALIBRATION_S = 0.05
+
+
+@dataclass
+class Contender:
+    """One timed callable and what must happen before each of its timed samples.
+
+    ``prepare`` runs, untimed, before the warm-up and before every sample:
+    for a runtime whose thread count is process-wide (torch), it sets the
+    count this contender is measured at, so two variants of one peer can be
+    interleaved in one process.
+    """
+
+    call: Fn
+    prepare: Callable[[], None] | None = None
+
+
+def as_contender(built: Fn | Contender) -> Contender:
+    """A builder's result as a :class:`Contender` (a bare callable has nothing to prepare)."""
+    return built if isinstance(built, Contender) else Contender(built)
 
 
 def _one_call(fn: Fn) -> float:
@@ -42,7 +82,7 @@ def time_interleaved(
     min_sample_s: float | None = None,
     gap_s: float | None = None,
     on_repeat: Callable[[int], None] | None = None,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Time callables round-robin: each repeat runs every one once, order rotated.
 
     With a single callable this is plain repeated timing (the isolated
@@ -55,8 +95,8 @@ def time_interleaved(
         times the sample length, at least one, so that caches, thread pools and bertembed's automatic
         thread choice are in their steady state; then up to three timed calls
         that set how many calls make a sample) before timing. A
-        :class:`~bertembed._bench.data.Contender`'s ``prepare`` runs, untimed,
-        before its warm-up and before each of its samples.
+        :class:`Contender`'s ``prepare`` runs, untimed, before its warm-up
+        and before each of its samples.
     repeats : int
         Samples per callable.
     min_sample_s : float, optional
@@ -110,12 +150,105 @@ def time_interleaved(
                 time.sleep(gap)
         if on_repeat is not None:
             on_repeat(r + 1)
-    return {
-        n: {
-            "median_s": statistics.median(s),
-            "min_s": min(s),
-            "calls_per_sample": loops[n],
-            "samples_s": s,
-        }
-        for n, s in samples.items()
-    }
+    return {n: {**summarize(s), "calls_per_sample": loops[n]} for n, s in samples.items()}
+
+
+def summarize(samples_s: list[float]) -> dict[str, Any]:
+    """``{"median_s", "min_s", "samples_s"}`` of seconds-per-call samples (pooled from
+    several processes, or one process's).
+
+    Examples
+    --------
+    >>> summarize([3.0, 1.0, 2.0])
+    {'median_s': 2.0, 'min_s': 1.0, 'samples_s': [3.0, 1.0, 2.0]}
+    """
+    if not samples_s:
+        raise ValueError("no samples to summarize")
+    return {"median_s": statistics.median(samples_s), "min_s": min(samples_s), "samples_s": list(samples_s)}
+
+
+@dataclass
+class Once:
+    """One call timed: its result, wall time and the process's CPU time (every thread)."""
+
+    result: Any
+    wall_s: float
+    user_s: float
+    system_s: float
+
+    @property
+    def cpu_s(self) -> float:
+        """User + system CPU seconds."""
+        return self.user_s + self.system_s
+
+
+def time_once(fn: Fn) -> Once:
+    """Call ``fn`` once, untouched by warm-up or repetition, and time it.
+
+    For work that is done once and whose first time is the figure (converting
+    a table, exporting a model): wall time, and the CPU time of the whole
+    process (all threads: ``getrusage``, or :func:`os.times` where there is
+    none), which a busy machine disturbs less.
+
+    Examples
+    --------
+    >>> once = time_once(lambda: sum(range(1000)))
+    >>> once.result, once.wall_s >= 0.0, once.cpu_s >= 0.0
+    (499500, True, True)
+    """
+    cpu0 = _cpu_times()
+    start = time.perf_counter()
+    result = fn()
+    wall = time.perf_counter() - start
+    cpu1 = _cpu_times()
+    return Once(result, wall, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
+
+
+def _cpu_times() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process, every thread (microseconds where there is getrusage)."""
+    if sys.platform != "win32":
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime, usage.ru_stime
+    times = os.times()
+    return times.user, times.system
+
+
+@dataclass
+class CallLog:
+    """A callable that calls ``fn`` and records each call: start, duration and ``note()``.
+
+    For looking inside a timing rather than making one: wrap a contender in a
+    log, let :func:`time_interleaved` (or the runner) time it, and read
+    ``records`` afterwards. ``note`` runs after each call (untimed), e.g. to
+    record the thread count a call took.
+
+    Examples
+    --------
+    >>> log = CallLog(lambda: 7, note=lambda: "x")
+    >>> log(), log()
+    (7, 7)
+    >>> len(log.records), log.records[0].note
+    (2, 'x')
+    """
+
+    fn: Fn
+    note: Fn | None = None
+    records: list[LoggedCall] = field(default_factory=list)
+
+    def __call__(self) -> Any:
+        start = time.perf_counter()
+        result = self.fn()
+        seconds = time.perf_counter() - start
+        self.records.append(LoggedCall(start, seconds, None if self.note is None else self.note()))
+        return result
+
+
+@dataclass(frozen=True)
+class LoggedCall:
+    """One call of a :class:`CallLog`: when it started (``perf_counter``), how long it took, its note."""
+
+    start: float
+    seconds: float
+    note: Any

@@ -54,7 +54,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             np.save(spec["save_expected"], got, allow_pickle=False)
         del got, expected
         timing = time_interleaved(
-            {variant.label: contender}, spec["repeats"], min_sample_s=spec.get("min_sample_s"),
+            {variant.label: contender},
+            spec["repeats"],
+            min_sample_s=spec.get("min_sample_s"),
             gap_s=0.0,
         )[variant.label]
     if variant.contender == BERTEMBED and variant.threads is None:

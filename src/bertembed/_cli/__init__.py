@@ -1,10 +1,18 @@
 """The ``bertembed`` command line (stdlib argparse).
 
-Subcommands: ``demo`` (the classic sentence-pair example, step by step), ``info``
-(this build: version, OpenMP, threads, compiler, dtypes), ``bench`` (the
-comparison harness with a progress bar, a table, JSON and a plot) and
-``embed`` (a checkpoint applied to a large id file in bounded memory, or to
-one text or text pair tokenised with the model's own ``tokenizer.json``).
+Subcommands:
+
+- ``demo``: the classic sentence-pair example, step by step;
+- ``info``: this build (version, OpenMP, threads, compiler, dtypes);
+- ``bench``: the comparison harness, with a progress bar, a table, JSON and a plot;
+- ``embed``: a checkpoint applied to a large id file in bounded memory, or to
+  one text or text pair tokenised with the model's own ``tokenizer.json``;
+- ``convert``: a checkpoint's embedding layer stored in another table dtype
+  (int8, bfloat16, float16, float32), saved for ``from_pretrained`` to map;
+- ``split-onnx``: a whole-model ONNX graph cut into a bertembed layer
+  directory and an encoder that takes ``inputs_embeds``;
+- ``trim``: a checkpoint's embedding layer with only the token rows a corpus,
+  an id list or Unicode scripts need, saved with its id map.
 
 Expected failures (a missing or malformed file, a bad id, a bad argument)
 print one line, ``bertembed: error: ...``, on stderr and exit non-zero;
@@ -13,7 +21,7 @@ they never print a traceback.
 Layout (imports go one way, downwards)::
 
     parser      build_parser, main                      (top)
-    demo, info, bench, embed                            one module per subcommand
+    demo, info, bench, embed, convert, split_onnx, trim  one module per subcommand
     plot, text                                          bench --plot; embed --text
     common      CLIError, exit codes, ProgressBar, file helpers   (bottom)
 

@@ -1,20 +1,20 @@
 """``bertembed bench``: the comparison harness as a command, with a table, JSON and a plot.
 
 The timing itself is :func:`bertembed._bench.runner.run`; this module selects
-the cases, drives the progress bar, writes the JSON and hands the results to
+the cases, drives the progress bar, prints :func:`bertembed._bench.report.format_run`,
+writes the JSON (:func:`bertembed._bench.schema.dumps`) and hands the results to
 :func:`bertembed._cli.plot.plot_results`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .._bench import cases as bench_cases
-from .._bench import report, runner
+from .._bench import report, runner, schema
 from .common import CLIError, ProgressBar, check_out_dir, positive_int, write_text
 from .plot import plot_results, require_matplotlib
 
@@ -49,23 +49,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cases = select_cases(bench_cases.family(args.family), args.cases)
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
     scenario = "shared-process" if args.shared_process else "isolated"
-    kwargs: dict[str, Any] = {"repeats": repeats, "threads": args.threads, "scenario": scenario,
-                              "rounds": 1 if args.quick else runner.ROUNDS}
+    kwargs: dict[str, Any] = {
+        "repeats": repeats,
+        "threads": args.threads,
+        "scenario": scenario,
+        "rounds": 1 if args.quick else runner.ROUNDS,
+    }
     if args.peers is not None:
         kwargs["peers"] = [p.strip() for p in args.peers.split(",") if p.strip()]
     elif args.family == "tables":
         kwargs["peers"] = []  # bertembed against itself, table dtype against table dtype
     with ProgressBar(len(cases), "bench", unit="steps", enabled=not args.quiet) as bar:
         results = runner.run(cases, progress=bar, **kwargs)
-    print(report.format_table(results))
-    print()
-    print(report.format_goals(results, judged=not args.quick))
-    dtypes = report.format_table_dtypes(results)
-    if dtypes:
-        print()
-        print(dtypes)
+    print(report.format_run(results, judged=not args.quick))
     if args.json is not None:
-        write_text(args.json, json.dumps(results, indent=2, default=str) + "\n")
+        write_text(args.json, schema.dumps(results))
         print(f"wrote {args.json}")
     if args.plot is not None:
         plot_results(results, args.plot)
@@ -85,38 +83,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Runtime at the faster of 1 and T threads, bertembed at its automatic choice and at 1 and T.",
     )
     bench.add_argument(
-        "--repeats", type=positive_int, metavar="N",
-        help="timed samples per contender and case (default 15)"
+        "--repeats", type=positive_int, metavar="N", help="timed samples per contender and case (default 15)"
     )
     bench.add_argument(
-        "--threads", type=positive_int, metavar="T",
+        "--threads",
+        type=positive_int,
+        metavar="T",
         help="T: the most threads any contender may use (default: all cores)",
     )
     bench.add_argument(
-        "--quick", action="store_true",
-        help="3 repeats, one round: a smoke test (ratios printed, goals not judged)"
+        "--quick", action="store_true", help="3 repeats, one round: a smoke test (ratios printed, goals not judged)"
     )
+    bench.add_argument("--cases", metavar="SUBSTR", help="run only the cases whose name contains SUBSTR")
     bench.add_argument(
-        "--cases", metavar="SUBSTR", help="run only the cases whose name contains SUBSTR"
-    )
-    bench.add_argument(
-        "--family", choices=bench_cases.FAMILIES, default="default",
+        "--family",
+        choices=bench_cases.FAMILIES,
+        default="default",
         help="the cases to run: 'default' (bertembed against its peers) or 'tables' (float32, "
         "bfloat16 and int8 token tables of BERT-base and of a 250k x 768 vocabulary, random ids, "
         "bertembed only unless --peers; up to 2 GiB per process)",
     )
     bench.add_argument(
-        "--peers", metavar="LIST",
+        "--peers",
+        metavar="LIST",
         help="comma-separated peers to compare with (default: every installed one)",
     )
     bench.add_argument(
-        "--shared-process", action="store_true",
+        "--shared-process",
+        action="store_true",
         help="time every contender interleaved in this one process instead (the scenario "
         "'next to a runtime that spins')",
     )
     bench.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     bench.add_argument(
-        "--plot", type=Path, metavar="FILE.png",
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
         help="also draw time per call against batch size (needs matplotlib)",
     )
     bench.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

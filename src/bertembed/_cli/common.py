@@ -135,10 +135,7 @@ class ProgressBar:
         bar = "#" * filled + "." * (self.width - filled)
         elapsed = time.perf_counter() - self._start
         head = f"{self.label} " if self.label else ""
-        return (
-            f"{head}[{bar}] {100 * frac:3.0f}%  {self.done}/{self.total} {self.unit}"
-            f"  {elapsed:.1f} s"
-        )
+        return f"{head}[{bar}] {100 * frac:3.0f}%  {self.done}/{self.total} {self.unit}  {elapsed:.1f} s"
 
     def close(self) -> None:
         """Finish the line (terminal) so later output starts on a new one."""

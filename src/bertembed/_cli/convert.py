@@ -16,10 +16,11 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Any
 
-from .. import _saved
-from .._api import convert_tables
-from .._model import BertEmbeddings
+from .._checkpoints import save
+from .._core.tables import convert_tables
+from .._layer import BertEmbeddings
 from .common import CLIError, ProgressBar, positive_int
 
 #: What ``--table-dtype`` accepts.
@@ -29,21 +30,23 @@ MIB = 1 << 20
 
 
 def _check_out(model: Path, out: Path) -> None:
-    """Refuse to write over the source or over a directory that is not a saved layer."""
+    """Refuse to write over the source, over a directory that is not a saved layer, or (Windows) over a mapped layer."""
     if out.exists() and not out.is_dir():
         raise CLIError(f"OUT_DIR {out}: not a directory")
     source = model if model.is_dir() else model.parent
     if out.exists() and source.exists() and os.path.samefile(out, source):
         raise CLIError(f"OUT_DIR {out}: is the model's own directory (its config.json and weights would be replaced)")
-    config = out / _saved.CONFIG_NAME
+    config = out / save.CONFIG_NAME
     if config.is_file():
         try:
-            saved = _saved.is_saved(json.loads(config.read_text(encoding="utf-8")))
+            saved = save.is_saved(json.loads(config.read_text(encoding="utf-8")))
         except (OSError, ValueError, AttributeError):
             saved = False
         if not saved:
-            raise CLIError(f"OUT_DIR {out}: holds a config.json that is not a saved bertembed layer; "
-                           "not overwriting it")
+            raise CLIError(
+                f"OUT_DIR {out}: holds a config.json that is not a saved bertembed layer; not overwriting it"
+            )
+    save.check_destination(out)  # (Windows: a live layer maps OUT_DIR's weights; before converting anything)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -52,11 +55,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
     _check_out(model, out)
     layer = BertEmbeddings.from_pretrained(model)
     tables = layer._tables
-    todo = [t for t in (tables.tok, tables.pos, tables.seg, tables.task)
-            if t is not None and t.dtype_name != args.table_dtype and (args.table_dtype != "int8" or t is tables.tok)]
+    todo = [
+        t
+        for t in (tables.tok, tables.pos, tables.seg, tables.task)
+        if t is not None and t.dtype_name != args.table_dtype and (args.table_dtype != "int8" or t is tables.tok)
+    ]
     # One bar over the rows of every table converted, one table after the other.
-    state = {"label": "", "base": 0, "total": 0}
+    state: dict[str, Any] = {"label": "", "base": 0, "total": 0}
     with ProgressBar(sum(t.rows for t in todo), "converting", unit="rows", enabled=not args.quiet) as bar:
+
         def progress(done: int, total: int, label: str) -> None:
             if label != state["label"]:
                 state.update(label=label, base=state["base"] + state["total"])
@@ -65,14 +72,24 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
         new = convert_tables(tables, args.table_dtype, num_threads=args.threads or 0, progress=progress)
     total_bytes = new.nbytes
-    with ProgressBar(total_bytes // MIB or 1, f"writing {_saved.WEIGHTS_NAME}", unit="MiB",
-                     enabled=not args.quiet) as bar:
-        _saved.save(out, new, layer.dtype, layer.position_rule, layer.zero_masked_rows, layer.model_type,
-                    progress=lambda done, total, label: bar.update(done // MIB, total // MIB or 1, label))
-    size = (out / _saved.WEIGHTS_NAME).stat().st_size
-    print(f"{out}: {layer.model_type} embeddings, token table {new.tok.dtype_name} "
-          f"({new.tok.rows} x {new.tok.hidden}), {size / MIB:.1f} MiB in {_saved.WEIGHTS_NAME} "
-          f"(was {tables.nbytes / MIB:.1f} MiB of tables)")
+    with ProgressBar(
+        total_bytes // MIB or 1, f"writing {save.WEIGHTS_NAME}", unit="MiB", enabled=not args.quiet
+    ) as bar:
+        save.save(
+            out,
+            new,
+            layer.dtype,
+            layer.position_rule,
+            layer.zero_masked_rows,
+            layer.model_type,
+            progress=lambda done, total, label: bar.update(done // MIB, total // MIB or 1, label),
+        )
+    size = (out / save.WEIGHTS_NAME).stat().st_size
+    print(
+        f"{out}: {layer.model_type} embeddings, token table {new.tok.dtype_name} "
+        f"({new.tok.rows} x {new.tok.hidden}), {size / MIB:.1f} MiB in {save.WEIGHTS_NAME} "
+        f"(was {tables.nbytes / MIB:.1f} MiB of tables)"
+    )
     return 0
 
 
@@ -85,12 +102,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(int8: the token table quantised per row; a float dtype: every table) and save it in OUT_DIR "
         "(config.json and model.safetensors), for BertEmbeddings.from_pretrained(OUT_DIR) to map.",
     )
-    convert.add_argument("model_dir", metavar="MODEL_DIR",
-                         help="a Hugging Face model directory (or weights file), or a saved layer")
+    convert.add_argument(
+        "model_dir", metavar="MODEL_DIR", help="a Hugging Face model directory (or weights file), or a saved layer"
+    )
     convert.add_argument("out_dir", metavar="OUT_DIR", help="where to save the converted layer (created)")
-    convert.add_argument("--table-dtype", required=True, choices=TABLE_DTYPES,
-                         help="how to store the tables")
-    convert.add_argument("--threads", type=positive_int, default=None, metavar="N",
-                         help="threads for the conversion (default: all)")
+    convert.add_argument("--table-dtype", required=True, choices=TABLE_DTYPES, help="how to store the tables")
+    convert.add_argument(
+        "--threads", type=positive_int, default=None, metavar="N", help="threads for the conversion (default: all)"
+    )
     convert.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     convert.set_defaults(func=cmd_convert)

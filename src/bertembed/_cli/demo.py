@@ -64,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``demo`` on the subcommand parsers ``sub``."""
     demo = sub.add_parser(
         "demo",
-        help="the classic sentence-pair example (\"The cat sat\" / \"It slept\"), step by step",
+        help='the classic sentence-pair example ("The cat sat" / "It slept"), step by step',
         description='Embed the pair "The cat sat" / "It slept" with tiny H = 4 tables and '
         "print the token, position and segment ids and each summed row.",
     )

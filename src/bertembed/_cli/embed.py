@@ -99,10 +99,7 @@ def _bad_id_message(
             if chunk.ndim == 2:
                 index[0] += start
             pos = ", ".join(str(k) for k in index)
-            return (
-                f"{path}: {name} {value} at [{pos}] is out of range for the model's "
-                f"{table} with {rows} rows"
-            )
+            return f"{path}: {name} {value} at [{pos}] is out of range for the model's {table} with {rows} rows"
     return str(exc)
 
 
@@ -115,8 +112,7 @@ def _embed_file(args: argparse.Namespace, model: Path, layer: Any) -> int:
         segs = _load_ids(args.segment_ids, "segment ids")
         if segs.shape != ids.shape:
             raise CLIError(
-                f"shapes differ: {args.segment_ids} has shape {segs.shape}, "
-                f"{args.ids} has shape {ids.shape}"
+                f"shapes differ: {args.segment_ids} has shape {segs.shape}, {args.ids} has shape {ids.shape}"
             )
     check_out_dir(args.out)
     for src in (args.ids, args.segment_ids):
@@ -125,8 +121,7 @@ def _embed_file(args: argparse.Namespace, model: Path, layer: Any) -> int:
     seq = ids.shape[-1]
     if seq > layer.max_positions:
         raise CLIError(
-            f"{args.ids}: sequences of {seq} tokens are longer than the model's "
-            f"{layer.max_positions} positions"
+            f"{args.ids}: sequences of {seq} tokens are longer than the model's {layer.max_positions} positions"
         )
     hidden, dtype = layer.hidden_size, np.dtype(layer.dtype)
     batch = ids.shape[0] if ids.ndim == 2 else 1
@@ -136,37 +131,45 @@ def _embed_file(args: argparse.Namespace, model: Path, layer: Any) -> int:
     out_path: Path = args.out
     tmp = partial_path(out_path)
     start_time = time.perf_counter()
+    # The result is written chunk by chunk through one buffer, not mapped: a
+    # mapping (or a view of it) still alive at the rename or the clean-up
+    # would keep the file open on Windows, and memory stays bounded either way.
+    shape = (*ids.shape, hidden)
+    buffer = np.empty((min(chunk, batch), seq, hidden) if ids.ndim == 2 else shape, dtype)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
     try:
-        result = np.lib.format.open_memmap(
-            tmp, mode="w+", dtype=dtype, shape=(*ids.shape, hidden)
-        )
-        with ProgressBar(
-            batch, "embed", unit="rows" if ids.ndim == 2 else "sequence", enabled=not args.quiet
-        ) as bar:
-            for start in range(0, batch, chunk):
-                stop = min(start + chunk, batch)
-                if ids.ndim == 2:
-                    tok_chunk = ids[start:stop]
-                    seg_chunk = None if segs is None else segs[start:stop]
-                    target = result[start:stop]
-                else:
-                    tok_chunk, seg_chunk, target = ids, segs, result
-                try:
-                    layer(tok_chunk, seg_chunk, out=target, num_threads=args.threads)
-                except IndexError as exc:
-                    checks = [
-                        ("token id", args.ids, np.asarray(tok_chunk), layer.vocab_size,
-                         "token table"),
-                    ]
-                    if seg_chunk is not None:
-                        checks.append(
-                            ("segment id", args.segment_ids, np.asarray(seg_chunk),
-                             layer.type_vocab_size, "segment table")
-                        )
-                    raise CLIError(_bad_id_message(exc, checks, start)) from None
-                bar.update(stop)
-        result.flush()
-        del result
+        with open(tmp, "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, header)
+            with ProgressBar(
+                batch, "embed", unit="rows" if ids.ndim == 2 else "sequence", enabled=not args.quiet
+            ) as bar:
+                for start in range(0, batch, chunk):
+                    stop = min(start + chunk, batch)
+                    if ids.ndim == 2:
+                        tok_chunk = ids[start:stop]
+                        seg_chunk = None if segs is None else segs[start:stop]
+                        target = buffer[: stop - start]
+                    else:
+                        tok_chunk, seg_chunk, target = ids, segs, buffer
+                    try:
+                        layer(tok_chunk, seg_chunk, out=target, num_threads=args.threads)
+                    except IndexError as exc:
+                        checks = [
+                            ("token id", args.ids, np.asarray(tok_chunk), layer.vocab_size, "token table"),
+                        ]
+                        if seg_chunk is not None:
+                            checks.append(
+                                (
+                                    "segment id",
+                                    args.segment_ids,
+                                    np.asarray(seg_chunk),
+                                    layer.type_vocab_size,
+                                    "segment table",
+                                )
+                            )
+                        raise CLIError(_bad_id_message(exc, checks, start)) from None
+                    fh.write(target.reshape(-1).view(np.uint8).data)
+                    bar.update(stop)
         os.replace(tmp, out_path)
     finally:
         if tmp.exists():
@@ -290,48 +293,58 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "are not applied: --truncate cuts a too-long text to the model's limit).",
     )
     embed.add_argument(
-        "model", nargs="?", type=Path, metavar="MODEL",
+        "model",
+        nargs="?",
+        type=Path,
+        metavar="MODEL",
         help="checkpoint directory (config.json + model.safetensors) or .safetensors file",
     )
+    embed.add_argument("--model", dest="model_option", type=Path, metavar="MODEL", help="the same as MODEL")
+    embed.add_argument("--ids", type=Path, metavar="FILE.npy", help="integer token ids, shape (B, S) or (S,)")
     embed.add_argument(
-        "--model", dest="model_option", type=Path, metavar="MODEL", help="the same as MODEL"
-    )
-    embed.add_argument(
-        "--ids", type=Path, metavar="FILE.npy", help="integer token ids, shape (B, S) or (S,)"
-    )
-    embed.add_argument(
-        "--segment-ids", type=Path, metavar="FILE.npy",
+        "--segment-ids",
+        type=Path,
+        metavar="FILE.npy",
         help="segment ids of the same shape (default: all 0)",
     )
     embed.add_argument(
-        "--text", "--text-a", dest="text", metavar="TEXT",
-        help="instead of --ids: a text, tokenised with the model's tokenizer.json "
-        "(needs the 'tokenizers' package)",
+        "--text",
+        "--text-a",
+        dest="text",
+        metavar="TEXT",
+        help="instead of --ids: a text, tokenised with the model's tokenizer.json (needs the 'tokenizers' package)",
     )
     embed.add_argument(
-        "--text-pair", "--text-b", dest="text_pair", metavar="TEXT",
+        "--text-pair",
+        "--text-b",
+        dest="text_pair",
+        metavar="TEXT",
         help="the second text of a pair (its token types are the tokenizer's)",
     )
     embed.add_argument(
-        "--truncate", action="store_true",
+        "--truncate",
+        action="store_true",
         help="with --text: cut a text (pair) longer than the model's position table allows to "
         "that many tokens, as its tokenizer truncates (the special tokens are kept; a pair "
         "loses tokens from its longer text first); without it, a too-long text is an error",
     )
     embed.add_argument(
-        "--out", type=Path, metavar="FILE.npy",
+        "--out",
+        type=Path,
+        metavar="FILE.npy",
         help="where to write the result, shape ids.shape + (H,) (required with --ids)",
     )
     embed.add_argument(
-        "--chunk-rows", type=positive_int, metavar="N",
+        "--chunk-rows",
+        type=positive_int,
+        metavar="N",
         help="sequences per chunk (default: about 64 MiB of result per chunk)",
     )
     embed.add_argument(
-        "--dtype", choices=("float32", "float64"),
+        "--dtype",
+        choices=("float32", "float64"),
         help="result dtype (default: the checkpoint's, float32 for most)",
     )
-    embed.add_argument(
-        "--threads", type=positive_int, metavar="T", help="OpenMP threads (default: automatic)"
-    )
+    embed.add_argument("--threads", type=positive_int, metavar="T", help="OpenMP threads (default: automatic)")
     embed.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     embed.set_defaults(func=cmd_embed)

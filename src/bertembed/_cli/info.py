@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._config import config
+from .._core.runtime import config
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -8,10 +8,13 @@ module puts them together and turns expected failures into one
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+import contextlib
+import io
+import sys
+from collections.abc import Callable, Iterator, Sequence
 
 from .._version import __version__
-from . import bench, convert, demo, embed, info, split_onnx
+from . import bench, convert, demo, embed, info, split_onnx, trim
 from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXPECTED_ERRORS, CLIError, describe, fail
 
 
@@ -25,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bertembed {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, info, bench, embed, convert, split_onnx):
+    for command in (demo, info, bench, embed, convert, split_onnx, trim):
         command.add_parser(sub)
     return parser
 
@@ -55,14 +58,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(None if argv is None else list(argv))
     func: Callable[[argparse.Namespace], int] = args.func
+    with _printable_output():
+        try:
+            return int(func(args))
+        except CLIError as exc:
+            fail(str(exc))
+            return exc.status
+        except EXPECTED_ERRORS as exc:
+            fail(describe(exc))
+            return EXIT_ERROR
+        except KeyboardInterrupt:
+            fail("interrupted")
+            return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _printable_output() -> Iterator[None]:
+    """stdout and stderr write what their encoding cannot hold as escapes.
+
+    A console or pipe in a legacy code page (cp1252 on Windows) cannot encode
+    the markers of byte-level and SentencePiece tokens ('\u0120', '\u2581'):
+    ``embed --text`` would fail half-way through its table. Printed as
+    ``\\u0120`` instead; streams already set to another error rule are left alone.
+    """
+    changed = []
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+            changed.append(stream)
     try:
-        return int(func(args))
-    except CLIError as exc:
-        fail(str(exc))
-        return exc.status
-    except EXPECTED_ERRORS as exc:
-        fail(describe(exc))
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        fail("interrupted")
-        return EXIT_INTERRUPTED
+        yield
+    finally:
+        for stream in changed:
+            stream.reconfigure(errors="strict")

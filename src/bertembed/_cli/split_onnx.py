@@ -15,8 +15,10 @@ def cmd_split_onnx(args: argparse.Namespace) -> int:
         raise CLIError(str(exc)) from None
     result = split_model(args.model, args.out_dir)
     print(f"wrote {result.encoder} (inputs: {', '.join(result.encoder_inputs)})")
-    print(f"wrote {result.layer_dir}/config.json and model.safetensors (model_type {result.model_type}, "
-          f"positions {result.position_rule}, LayerNorm form {result.layer_norm})")
+    print(
+        f"wrote {result.layer_dir}/config.json and model.safetensors (model_type {result.model_type}, "
+        f"positions {result.position_rule}, LayerNorm form {result.layer_norm})"
+    )
     print(f"checked: max |layer - graph embeddings| = {result.max_difference:.3g} on probe batches")
     return 0
 

@@ -51,8 +51,7 @@ def load_tokenizer(model: Path) -> Any:
         from tokenizers import Tokenizer
     except ImportError:
         raise CLIError(
-            "--text needs the optional 'tokenizers' package (pip install tokenizers); "
-            "or pass token ids with --ids"
+            "--text needs the optional 'tokenizers' package (pip install tokenizers); or pass token ids with --ids"
         ) from None
     path = tokenizer_path(model)
     if not path.is_file():

@@ -9,5 +9,7 @@
 - :mod:`.layer`: the layer's files (config.json, model.safetensors) and the check.
 
 Everything here imports ``onnx``; :mod:`bertembed.onnx` imports this package
-only inside its functions.
+only inside its functions. Of the package it imports only the safetensors
+writer (:mod:`bertembed._checkpoints.safetensors_writer`), so that the layer's
+files are written as ``save_pretrained`` writes its own.
 """

@@ -37,8 +37,20 @@ class SkipLayerNormalization(OpRun):
 class EmbedLayerNormalization(OpRun):
     op_domain = MS_DOMAIN
 
-    def _run(self, input_ids, segment_ids, word, position, segment, gamma, beta, mask=None, position_ids=None,
-             epsilon=None, mask_index_type=None):  # type: ignore[no-untyped-def]
+    def _run(
+        self,
+        input_ids,
+        segment_ids,
+        word,
+        position,
+        segment,
+        gamma,
+        beta,
+        mask=None,
+        position_ids=None,
+        epsilon=None,
+        mask_index_type=None,
+    ):  # type: ignore[no-untyped-def]
         s = word[input_ids]
         if position_ids is None:
             position_ids = np.arange(input_ids.shape[1])[None, :]

@@ -36,13 +36,16 @@ def _mask_index(graph: Graph, ln: LayerNorm, axes_name: str) -> list[onnx.NodePr
     mask = node.input[7] if len(node.input) > 7 else ""
     mask_type = next((a.i for a in node.attribute if a.name == "mask_index_type"), 1)
     if not mask or mask_type != 1:
-        raise ValueError(f"{describe(node)}: its mask_index output is read later, and it has no mask input "
-                         f"or a mask_index_type other than 1 ({mask_type}); it cannot be rebuilt")
+        raise ValueError(
+            f"{describe(node)}: its mask_index output is read later, and it has no mask input "
+            f"or a mask_index_type other than 1 ({mask_type}); it cannot be rebuilt"
+        )
     cast = _unique(graph, f"{node.output[1]}_mask_int32")
     return [
         helper.make_node("Cast", [mask], [cast], to=onnx.TensorProto.INT32, name=cast),
-        helper.make_node("ReduceSum", [cast, axes_name], [node.output[1]], keepdims=0,
-                         name=f"{node.output[1]}_rebuilt"),
+        helper.make_node(
+            "ReduceSum", [cast, axes_name], [node.output[1]], keepdims=0, name=f"{node.output[1]}_rebuilt"
+        ),
     ]
 
 
@@ -79,8 +82,10 @@ def cut(graph: Graph, ln: LayerNorm, found: Sum, roles: Roles) -> onnx.ModelProt
         raise ValueError(f"the graph already has a tensor named {EMBEDS!r}")
     for name in ln.unused:
         if graph.users(name) or name in graph.outputs:
-            raise ValueError(f"{describe(ln.node)}: its output {name!r} (not the normalised embeddings) is read "
-                             "later, which the split cannot keep")
+            raise ValueError(
+                f"{describe(ln.node)}: its output {name!r} (not the normalised embeddings) is read "
+                "later, which the split cannot keep"
+            )
     stop = {y}
     extra: list[onnx.NodeProto] = []
     new_inits: list[onnx.TensorProto] = []
@@ -106,8 +111,10 @@ def cut(graph: Graph, ln: LayerNorm, found: Sum, roles: Roles) -> onnx.ModelProt
             continue
         for name in node_inputs(node):
             if name in internal:
-                raise ValueError(f"{describe(node)} reads {name!r}, a tensor inside the embedding subgraph "
-                                 "(before the LayerNorm output), which the split cannot keep")
+                raise ValueError(
+                    f"{describe(node)} reads {name!r}, a tensor inside the embedding subgraph "
+                    "(before the LayerNorm output), which the split cannot keep"
+                )
     kept = [n for n in kept if id(n) not in embedding]
 
     ids_rank = 2
@@ -117,8 +124,10 @@ def cut(graph: Graph, ln: LayerNorm, found: Sum, roles: Roles) -> onnx.ModelProt
         if not reads:
             continue
         if node.op_type != "Shape" or node.domain not in ("", "ai.onnx") or list(node.input) != reads[:1]:
-            raise ValueError(f"{describe(node)} reads {reads[0]!r} after the embeddings, other than by its shape; "
-                             "the encoder could not run from inputs_embeds")
+            raise ValueError(
+                f"{describe(node)} reads {reads[0]!r} after the embeddings, other than by its shape; "
+                "the encoder could not run from inputs_embeds"
+            )
         start, end = _shape_dims(node, ids_rank)
         if graph.opset >= 15:
             del node.attribute[:]
@@ -132,12 +141,14 @@ def cut(graph: Graph, ln: LayerNorm, found: Sum, roles: Roles) -> onnx.ModelProt
                 new_inits.append(numpy_helper.from_array(np.array([value], np.int64), cname))
                 consts.append(cname)
             out = node.output[0]
-            repl = [helper.make_node("Shape", [EMBEDS], [full], name=full),
-                    helper.make_node("Slice", [full, *consts], [out], name=f"{out}_slice")]
+            repl = [
+                helper.make_node("Shape", [EMBEDS], [full], name=full),
+                helper.make_node("Slice", [full, *consts], [out], name=f"{out}_slice"),
+            ]
             shape_nodes.append((node, repl))
     for node, repl in shape_nodes:
         at = next(k for k, n in enumerate(kept) if n is node)
-        kept[at:at + 1] = repl
+        kept[at : at + 1] = repl
 
     if extra:
         at = graph.order[id(ln.node)]

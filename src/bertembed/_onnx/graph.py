@@ -94,9 +94,7 @@ class Graph:
         return None
 
     def is_constant(self, name: str) -> bool:
-        return name in self.initializers or (
-            name in self.producer and self.producer[name].op_type == "Constant"
-        )
+        return name in self.initializers or (name in self.producer and self.producer[name].op_type == "Constant")
 
     def users(self, name: str) -> list[onnx.NodeProto]:
         return self.consumers.get(name, [])

@@ -3,39 +3,19 @@
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._checkpoints.safetensors_writer import code_of, write_safetensors, write_text
 from .graph import Graph, describe
 from .layernorm import LayerNorm
 from .lookups import Sum
 from .rules import Roles, evaluate, input_dtype
 
-_SAFETENSORS_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64", np.dtype(np.float16): "F16"}
-
 #: Largest difference accepted between the layer and the graph's own embeddings, times max(1, max |value|).
 TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 4e-3}
-
-
-def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
-    """Write `tensors` in the safetensors format (an 8-byte header length, a JSON header, the data)."""
-    header: dict[str, Any] = {}
-    offset = 0
-    for name, array in tensors.items():
-        n = array.nbytes
-        header[name] = {"dtype": _SAFETENSORS_DTYPES[array.dtype], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)))
-        fh.write(raw)
-        for array in tensors.values():
-            fh.write(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes())
 
 
 def tables(ln: LayerNorm, found: Sum, roles: Roles) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -45,8 +25,10 @@ def tables(ln: LayerNorm, found: Sum, roles: Roles) -> tuple[dict[str, np.ndarra
     width = token.shape[1]
     for lk in found.lookups:
         if lk.table.shape[1] != width or lk.table.dtype != dtype:
-            raise ValueError(f"{describe(lk.node)}: its table is {lk.table.shape} {lk.table.dtype}, the token "
-                             f"table {token.shape} {dtype}")
+            raise ValueError(
+                f"{describe(lk.node)}: its table is {lk.table.shape} {lk.table.dtype}, the token "
+                f"table {token.shape} {dtype}"
+            )
     if found.constants:
         token = token + sum(c.astype(dtype) for c in found.constants)
     out = {"embeddings.word_embeddings.weight": np.ascontiguousarray(token)}
@@ -54,18 +36,25 @@ def tables(ln: LayerNorm, found: Sum, roles: Roles) -> tuple[dict[str, np.ndarra
     if roles.segment is not None:
         segment = roles.segment.table
         if roles.segment_input is None:
-            segment = segment[roles.segment_row:roles.segment_row + 1]
+            segment = segment[roles.segment_row : roles.segment_row + 1]
     gamma = np.ones(width, dtype) if ln.gamma is None else ln.gamma.astype(dtype)
     beta = np.zeros(width, dtype) if ln.beta is None else ln.beta.astype(dtype)
     if gamma.shape != (width,) or beta.shape != (width,):
-        raise ValueError(f"{describe(ln.node)}: LayerNorm parameters of shape {gamma.shape} / {beta.shape} "
-                         f"for embeddings {width} wide")
-    config: dict[str, Any] = {"vocab_size": int(token.shape[0]), "hidden_size": int(width),
-                              "layer_norm_eps": float(ln.eps)}
+        raise ValueError(
+            f"{describe(ln.node)}: LayerNorm parameters of shape {gamma.shape} / {beta.shape} "
+            f"for embeddings {width} wide"
+        )
+    config: dict[str, Any] = {
+        "vocab_size": int(token.shape[0]),
+        "hidden_size": int(width),
+        "layer_norm_eps": float(ln.eps),
+    }
     if roles.rule == "absolute":
-        pos = roles.position.table[roles.offset:]
+        assert roles.position is not None  # the rule was found from the position lookup
+        pos = roles.position.table[roles.offset :]
         config.update(model_type="bert", max_position_embeddings=int(pos.shape[0]))
     elif roles.rule == "padding":
+        assert roles.position is not None
         table = roles.position.table
         shift = roles.pad_position - roles.pad
         if shift >= 0:
@@ -90,8 +79,9 @@ def tables(ln: LayerNorm, found: Sum, roles: Roles) -> tuple[dict[str, np.ndarra
 
 
 def write(directory: Path, tensors: dict[str, np.ndarray], config: dict[str, Any]) -> None:
-    (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    write_safetensors(directory / "model.safetensors", tensors)
+    """``config.json`` and ``model.safetensors`` (the package's writer: aligned, atomic)."""
+    write_text(directory / "config.json", json.dumps(config, indent=2) + "\n")
+    write_safetensors(directory / "model.safetensors", [(name, code_of(a.dtype), a) for name, a in tensors.items()])
 
 
 def _probes(roles: Roles, config: dict[str, Any], rng: np.random.Generator) -> list[dict[str, np.ndarray]]:
@@ -113,7 +103,7 @@ def _probes(roles: Roles, config: dict[str, Any], rng: np.random.Generator) -> l
                 ids[1, s // 2], mask[1, s // 2] = pad, 0  # a hole
         ids[0, 0] = vocab - 1
         probe = {"ids": ids, "mask": mask}
-        if roles.segment_input is not None:
+        if roles.segment is not None and roles.segment_input is not None:
             probe["types"] = rng.integers(0, roles.segment.table.shape[0], size=(b, s))
         probes.append(probe)
     return probes

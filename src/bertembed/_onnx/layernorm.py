@@ -15,6 +15,7 @@ Each match gives the tensors summed into ``x``, the parameters and the output.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -37,7 +38,7 @@ class LayerNorm:
     unused: list[str] = field(default_factory=list)  # outputs that must not be read
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
+def _attr(node: onnx.NodeProto, name: str, default: Any) -> Any:
     for a in node.attribute:
         if a.name == name:
             return onnx.helper.get_attribute_value(a)
@@ -94,8 +95,15 @@ def _decomposed(graph: Graph, first: onnx.NodeProto) -> LayerNorm | None:
     users = graph.users(d)
     if len(users) != 2:
         return None
-    square = next((n for n in users if (n.op_type == "Pow" and n.input[0] == d and _scalar(graph, n.input[1]) == 2.0)
-                   or (n.op_type == "Mul" and list(n.input) == [d, d])), None)
+    square = next(
+        (
+            n
+            for n in users
+            if (n.op_type == "Pow" and n.input[0] == d and _scalar(graph, n.input[1]) == 2.0)
+            or (n.op_type == "Mul" and list(n.input) == [d, d])
+        ),
+        None,
+    )
     scale = next((n for n in users if n is not square and n.op_type in ("Div", "Mul") and n.input[0] == d), None)
     if square is None or scale is None:
         return None
@@ -148,8 +156,17 @@ def match(graph: Graph, node: onnx.NodeProto) -> LayerNorm | None:
         gamma = _vector(graph, node.input[1], "weight", node)
         bias = _optional_input(node, 2)
         beta = _vector(graph, bias, "bias", node) if bias else None
-        return LayerNorm("LayerNormalization", node, [node], [node.input[0]], gamma, beta,
-                         float(_attr(node, "epsilon", 1e-5)), node.output[0], [o for o in node.output[1:] if o])
+        return LayerNorm(
+            "LayerNormalization",
+            node,
+            [node],
+            [node.input[0]],
+            gamma,
+            beta,
+            float(_attr(node, "epsilon", 1e-5)),
+            node.output[0],
+            [o for o in node.output[1:] if o],
+        )
     if op == "ReduceMean" and domain in ("", "ai.onnx"):
         return _decomposed(graph, node)
     if op == "SkipLayerNormalization" and domain == MS_DOMAIN:
@@ -157,12 +174,30 @@ def match(graph: Graph, node: onnx.NodeProto) -> LayerNorm | None:
         beta_name, bias_name = _optional_input(node, 3), _optional_input(node, 4)
         beta = _vector(graph, beta_name, "bias", node) if beta_name else None
         summands = [node.input[0], node.input[1]] + ([bias_name] if bias_name else [])
-        return LayerNorm("SkipLayerNormalization", node, [node], summands, gamma, beta,
-                         float(_attr(node, "epsilon", 1e-12)), node.output[0], [o for o in node.output[1:] if o])
+        return LayerNorm(
+            "SkipLayerNormalization",
+            node,
+            [node],
+            summands,
+            gamma,
+            beta,
+            float(_attr(node, "epsilon", 1e-12)),
+            node.output[0],
+            [o for o in node.output[1:] if o],
+        )
     if op == "EmbedLayerNormalization" and domain == MS_DOMAIN:
         gamma = _vector(graph, node.input[5], "weight", node)
         beta = _vector(graph, node.input[6], "bias", node)
         unused = [node.output[2]] if len(node.output) > 2 and node.output[2] else []
-        return LayerNorm("EmbedLayerNormalization", node, [node], [], gamma, beta,
-                         float(_attr(node, "epsilon", 1e-12)), node.output[0], unused)
+        return LayerNorm(
+            "EmbedLayerNormalization",
+            node,
+            [node],
+            [],
+            gamma,
+            beta,
+            float(_attr(node, "epsilon", 1e-12)),
+            node.output[0],
+            unused,
+        )
     return None

@@ -41,12 +41,16 @@ def _table(graph: Graph, name: str, node: onnx.NodeProto) -> np.ndarray:
     if value is None:
         producer = graph.producer.get(name)
         if producer is not None and producer.op_type in _QUANTISED:
-            raise ValueError(f"{describe(node)} reads a quantised table ({describe(producer)}): "
-                             "quantised embedding tables are not supported")
+            raise ValueError(
+                f"{describe(node)} reads a quantised table ({describe(producer)}): "
+                "quantised embedding tables are not supported"
+            )
         raise ValueError(f"{describe(node)}: the table {name!r} is not a constant of the graph")
     if value.ndim != 2 or value.dtype.kind != "f":
-        raise ValueError(f"{describe(node)}: the table {name!r} has shape {value.shape} and dtype {value.dtype}, "
-                         "not a 2-D floating-point table")
+        raise ValueError(
+            f"{describe(node)}: the table {name!r} has shape {value.shape} and dtype {value.dtype}, "
+            "not a 2-D floating-point table"
+        )
     return value
 
 
@@ -69,8 +73,10 @@ def _dequantized(graph: Graph, node: onnx.NodeProto) -> Lookup:
             why = "the quantised rows are also read elsewhere"
     if why is not None:
         raise ValueError(f"{describe(node)}: a quantised embedding table that cannot be dequantised exactly: {why}")
-    table = ((q.astype(np.int32) - zero.astype(np.int32).reshape(())).astype(np.float32)
-             * scale.astype(np.float32).reshape(()))
+    assert gather is not None and q is not None and scale is not None and zero is not None  # why is None
+    table = (q.astype(np.int32) - zero.astype(np.int32).reshape(())).astype(np.float32) * scale.astype(
+        np.float32
+    ).reshape(())
     return Lookup(node, table, gather.input[1])
 
 
@@ -78,8 +84,10 @@ def _leaf(graph: Graph, name: str, ln: LayerNorm) -> Lookup | np.ndarray:
     value = graph.constant(name)
     if value is not None:
         if value.dtype.kind != "f" or (value.ndim > 1 and any(d != 1 for d in value.shape[:-1])):
-            raise ValueError(f"{describe(ln.node)}: the constant {name!r} (shape {value.shape}) added to the "
-                             "embeddings is not a vector")
+            raise ValueError(
+                f"{describe(ln.node)}: the constant {name!r} (shape {value.shape}) added to the "
+                "embeddings is not a vector"
+            )
         return value.reshape(-1)
     node = graph.producer.get(name)
     if node is None:
@@ -87,11 +95,13 @@ def _leaf(graph: Graph, name: str, ln: LayerNorm) -> Lookup | np.ndarray:
     if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx"):
         return _dequantized(graph, node)
     if node.op_type in _QUANTISED:
-        raise ValueError(f"{describe(node)}: a quantised embedding table (a dynamically quantised graph?), "
-                         "which is not supported")
+        raise ValueError(
+            f"{describe(node)}: a quantised embedding table (a dynamically quantised graph?), which is not supported"
+        )
     if node.op_type != "Gather" or node.domain not in ("", "ai.onnx"):
-        raise ValueError(f"{describe(ln.node)}: its input is not a sum of table lookups: {describe(node)} "
-                         f"computes {name!r}")
+        raise ValueError(
+            f"{describe(ln.node)}: its input is not a sum of table lookups: {describe(node)} computes {name!r}"
+        )
     axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
     if axis != 0:
         raise ValueError(f"{describe(node)}: gathers along axis {axis}, not rows of a table")
@@ -101,13 +111,15 @@ def _leaf(graph: Graph, name: str, ln: LayerNorm) -> Lookup | np.ndarray:
 def find(graph: Graph, ln: LayerNorm) -> Sum:
     """The lookups summed into `ln`'s input (refused with a ValueError when it is anything else)."""
     if ln.kind == "EmbedLayerNormalization":
-        node = ln.node
-        opt = [node.input[k] if len(node.input) > k else "" for k in range(9)]
-        lookups = [Lookup(node, _table(graph, opt[2], node), opt[0]),
-                   Lookup(node, _table(graph, opt[3], node), opt[8] or None)]
+        fused = ln.node
+        opt = [fused.input[k] if len(fused.input) > k else "" for k in range(9)]
+        terms = [
+            Lookup(fused, _table(graph, opt[2], fused), opt[0]),
+            Lookup(fused, _table(graph, opt[3], fused), opt[8] or None),
+        ]
         if opt[1] and opt[4]:
-            lookups.append(Lookup(node, _table(graph, opt[4], node), opt[1]))
-        return Sum(lookups, [], [])
+            terms.append(Lookup(fused, _table(graph, opt[4], fused), opt[1]))
+        return Sum(terms, [], [])
     inside = {id(n) for n in ln.nodes}
     lookups: list[Lookup] = []
     constants: list[np.ndarray] = []
@@ -115,15 +127,15 @@ def find(graph: Graph, ln: LayerNorm) -> Sum:
     stack = list(ln.summands)
     while stack:
         name = stack.pop()
-        node = graph.producer.get(name)
-        if node is not None and node.op_type == "Add" and node.domain in ("", "ai.onnx"):
+        producer = graph.producer.get(name)
+        if producer is not None and producer.op_type == "Add" and producer.domain in ("", "ai.onnx"):
             readers = [u for u in graph.users(name) if id(u) not in inside and not _shape_only(u)]
             if readers or name in graph.outputs:
                 where = describe(readers[0]) if readers else "a graph output"
-                raise ValueError(f"{describe(node)}: a partial sum of the embeddings is also read by {where}")
-            inside.add(id(node))
-            nodes.append(node)
-            stack.extend([node.input[0], node.input[1]])
+                raise ValueError(f"{describe(producer)}: a partial sum of the embeddings is also read by {where}")
+            inside.add(id(producer))
+            nodes.append(producer)
+            stack.extend([producer.input[0], producer.input[1]])
             continue
         leaf = _leaf(graph, name, ln)
         if isinstance(leaf, Lookup):

@@ -27,7 +27,7 @@ from . import contrib
 from .graph import Graph, describe, submodel
 from .lookups import Lookup, Sum
 
-_INT_TYPES = {onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
+_INT_TYPES: dict[int, type] = {onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
 
 
 @dataclass
@@ -133,13 +133,13 @@ def find_roles(graph: Graph, found: Sum) -> Roles:
             if src in probe and got.shape == shape and np.array_equal(got, probe[src]):
                 direct[id(lk)] = src
     if not direct:
-        raise ValueError(f"{describe(lookups[0].node)}: no table lookup is indexed by an input's values "
-                         "(no token ids)")
+        raise ValueError(f"{describe(lookups[0].node)}: no table lookup is indexed by an input's values (no token ids)")
     token = max((lk for lk in lookups if id(lk) in direct), key=lambda lk: lk.table.shape[0])
     ids_input = direct[id(token)]
     roles = Roles(token=token, ids_input=ids_input)
     vocab = token.table.shape[0]
     every = (np.arange(-(-vocab // 8) * 8) % vocab).reshape(-1, 8)
+    assert token.indices is not None  # a direct lookup has its indices input
     got = evaluate(graph, [token.indices], {ids_input: every}, every.shape)[0]
     if not np.array_equal(np.broadcast_to(got, every.shape), every):
         raise ValueError(f"{describe(token.node)}: its indices are not the ids {ids_input!r} for every id")
@@ -150,18 +150,24 @@ def find_roles(graph: Graph, found: Sum) -> Roles:
         d = deps[id(lk)]
         if id(lk) in direct:
             if direct[id(lk)] == ids_input:
-                raise ValueError(f"{describe(lk.node)}: a second table indexed by the token ids "
-                                 f"({ids_input!r}); only one token table is supported")
+                raise ValueError(
+                    f"{describe(lk.node)}: a second table indexed by the token ids "
+                    f"({ids_input!r}); only one token table is supported"
+                )
             if roles.segment is not None:
-                raise ValueError(f"{describe(lk.node)}: a second segment-like lookup (of input "
-                                 f"{direct[id(lk)]!r}); only token types are supported")
+                raise ValueError(
+                    f"{describe(lk.node)}: a second segment-like lookup (of input "
+                    f"{direct[id(lk)]!r}); only token types are supported"
+                )
             roles.segment, roles.segment_input = lk, direct[id(lk)]
             continue
         if not d <= {ids_input}:
             others = sorted(d - {ids_input})
-            raise ValueError(f"{describe(lk.node)}: its indices depend on the values of input(s) {others}: "
-                             "positions (or rows) computed from an attention mask or another input are not "
-                             "supported, only from the token ids or their shape")
+            raise ValueError(
+                f"{describe(lk.node)}: its indices depend on the values of input(s) {others}: "
+                "positions (or rows) computed from an attention mask or another input are not "
+                "supported, only from the token ids or their shape"
+            )
         _fit_positions_or_row(graph, lk, roles, vocab, int_inputs)
     return roles
 
@@ -176,7 +182,8 @@ def _fit_positions_or_row(graph: Graph, lk: Lookup, roles: Roles, vocab: int, in
     value = evaluate(graph, [lk.indices], {ids_input: every}, shape)[0] if lk.indices else None
     got = _indices(lk, value, shape)
     if got is None:
-        raise ValueError(f"{describe(lk.node)}: its indices have shape {np.shape(value)} for ids of shape {shape}")
+        seen = None if value is None else np.shape(value)
+        raise ValueError(f"{describe(lk.node)}: its indices have shape {seen} for ids of shape {shape}")
     candidates: list[tuple[str, int, int]] = []
     if np.all(got == got.flat[0]):
         candidates.append(("row", int(got.flat[0]), 0))
@@ -218,5 +225,7 @@ def _fit_positions_or_row(graph: Graph, lk: Lookup, roles: Roles, vocab: int, in
             else:
                 roles.pad, roles.pad_position = a, b
         return
-    raise ValueError(f"{describe(lk.node)}: its indices follow no supported rule (absolute positions "
-                     "s + offset, RoBERTa's padding rule, or one constant row)")
+    raise ValueError(
+        f"{describe(lk.node)}: its indices follow no supported rule (absolute positions "
+        "s + offset, RoBERTa's padding rule, or one constant row)"
+    )
