@@ -1,0 +1,315 @@
+"""The service's pure parts, without a model or a server: batch planning, the batcher, the protocols, metrics.
+
+``examples/service/batching.py``, ``protocols.py`` and ``metrics.py`` need only NumPy. The planner is
+checked against an exhaustive search, the batcher with a fake encoder that records its calls (no
+timing), the protocol parsers and bodies against what OpenAI's and TEI's clients send and read.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+import threading
+
+import numpy as np
+import pytest
+from service_helpers import SERVICE, load
+
+if not SERVICE.is_dir():
+    pytest.skip(f"{SERVICE} is not in this checkout", allow_module_level=True)
+
+batching = load("batching")
+protocols = load("protocols")
+metrics = load("metrics")
+
+
+def _cost(lengths: list[int], groups: list[list[int]], call_cost: int) -> int:
+    return sum(len(g) * max(lengths[i] for i in g) + call_cost for g in groups)
+
+
+def _best_contiguous(lengths: list[int], max_texts: int, max_tokens: int, call_cost: int) -> int:
+    """The least cost over every cut of the sorted lengths into contiguous groups (brute force)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    best = None
+    for cuts in itertools.product([False, True], repeat=len(order) - 1):
+        groups, current = [], [order[0]]
+        for cut, index in zip(cuts, order[1:], strict=True):
+            if cut:
+                groups.append(current)
+                current = []
+            current.append(index)
+        groups.append(current)
+        ok = all(
+            len(g) <= max_texts and (len(g) == 1 or len(g) * max(lengths[i] for i in g) <= max_tokens) for g in groups
+        )
+        if ok:
+            cost = _cost(lengths, groups, call_cost)
+            best = cost if best is None else min(best, cost)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_plan_batches_is_optimal_and_complete(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lengths = [int(x) for x in rng.integers(1, 300, size=int(rng.integers(1, 10)))]
+    max_texts, max_tokens, call_cost = int(rng.integers(1, 5)), int(rng.integers(256, 900)), 16
+    groups = batching.plan_batches(lengths, max_texts=max_texts, max_tokens=max_tokens, call_cost=call_cost)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for group in groups:
+        assert 1 <= len(group) <= max_texts
+        assert len(group) == 1 or len(group) * max(lengths[i] for i in group) <= max_tokens
+    assert _cost(lengths, groups, call_cost) == _best_contiguous(lengths, max_texts, max_tokens, call_cost)
+
+
+def test_plan_batches_pads_less_than_batches_in_the_given_order() -> None:
+    rng = np.random.default_rng(0)
+    lengths = [int(x) for x in np.minimum(rng.lognormal(3.2, 1.0, size=200).astype(int) + 3, 256)]
+    given = [list(range(k, min(k + 32, 200))) for k in range(0, 200, 32)]
+    planned = batching.plan_batches(lengths, max_texts=32, max_tokens=4096)
+    real = sum(lengths)
+    assert real <= batching.padded_tokens(lengths, planned) < batching.padded_tokens(lengths, given)
+    # Sorted into batches of 32 (sentence-transformers' way) pads at least as much as the plan.
+    order = sorted(range(200), key=lambda i: -lengths[i])
+    sorted32 = [order[k : k + 32] for k in range(0, 200, 32)]
+    assert batching.padded_tokens(lengths, planned) <= batching.padded_tokens(lengths, sorted32)
+
+
+def test_plan_batches_refuses_empty_limits() -> None:
+    with pytest.raises(ValueError, match=r"max_texts and max_tokens must be >= 1, got 0 and 10"):
+        batching.plan_batches([3], max_texts=0, max_tokens=10)
+
+
+def _job(lengths: list[int], arrival: float) -> object:
+    return batching.Job([np.zeros(n, np.int64) for n in lengths], lambda r, e: None, arrival=arrival)
+
+
+def test_fair_share_takes_small_jobs_whole_and_shares_the_rest() -> None:
+    big = _job([200] * 20, arrival=0.0)
+    other = _job([150] * 20, arrival=1.0)
+    small = _job([12], arrival=2.0)
+    taken = dict((id(j), chosen) for j, chosen in batching.fair_share([big, other, small], budget=1000))
+    assert taken[id(small)] == [0]
+    # What is left (988) is shared equally by the two big jobs: 494 each, whole sequences only.
+    assert len(taken[id(big)]) == 494 // 200 and len(taken[id(other)]) == 494 // 150
+    total = sum(len(j.seqs[i]) for j in (big, other, small) for i in taken[id(j)])
+    assert total <= 1000
+
+
+def test_fair_share_always_moves_the_oldest_job() -> None:
+    huge = _job([300, 300], arrival=0.0)  # each sequence over the budget
+    newer = [_job([5], arrival=float(k + 1)) for k in range(3)]
+    taken = batching.fair_share([huge, *newer], budget=100)
+    assert any(job is huge and chosen == [0] for job, chosen in taken)
+    assert {id(j) for j, _ in taken} >= {id(j) for j in newer}
+
+
+def _fake_encoder(calls: list[list[int]]):
+    """An encoder whose vector for a sequence is (its length, its first id): checks the order of results."""
+
+    def encode(seqs: list[np.ndarray]) -> tuple[np.ndarray, dict[str, float]]:
+        calls.append([len(s) for s in seqs])
+        return np.array([[len(s), s[0]] for s in seqs], dtype=np.float32), {"encoder": 0.0}
+
+    return encode
+
+
+def _submit(batcher: object, lengths: list[int], tag: int, results: dict, order: list) -> None:
+    seqs = [np.full(n, tag * 1000 + k, np.int64) for k, n in enumerate(lengths)]
+    done = threading.Event()
+
+    def finished(vectors: np.ndarray | None, error: BaseException | None) -> None:
+        results[tag] = (vectors, error)
+        order.append(tag)
+        done.set()
+
+    batcher.submit(seqs, finished)
+    results.setdefault("events", []).append(done)
+
+
+def test_batcher_answers_each_request_in_its_order() -> None:
+    calls: list[list[int]] = []
+    batcher = batching.Batcher(_fake_encoder(calls), max_batch_tokens=256, max_texts=4)
+    results: dict = {}
+    order: list = []
+    requests = {tag: [int(n) for n in np.random.default_rng(tag).integers(1, 100, size=7)] for tag in range(6)}
+    for tag, lengths in requests.items():  # queued before the thread starts: one pool to batch
+        _submit(batcher, lengths, tag, results, order)
+    batcher.start()
+    for event in results["events"]:
+        assert event.wait(30)
+    batcher.stop()
+    for tag, lengths in requests.items():
+        vectors, error = results[tag]
+        assert error is None
+        np.testing.assert_array_equal(vectors[:, 0], lengths)
+        np.testing.assert_array_equal(vectors[:, 1], [tag * 1000 + k for k in range(len(lengths))])
+    assert all(len(call) <= 4 and (len(call) == 1 or len(call) * max(call) <= 256) for call in calls)
+    # Requests were grouped: fewer calls than the one-request-at-a-time plans would make.
+    alone = sum(len(batching.plan_batches(lens, max_texts=4, max_tokens=256)) for lens in requests.values())
+    assert len(calls) < alone
+
+
+def test_batcher_does_not_let_a_huge_request_starve_a_small_one() -> None:
+    """A one-text request queued after a huge one is answered while the huge one is still in progress."""
+    calls: list[list[int]] = []
+    release = threading.Event()
+    encode = _fake_encoder(calls)
+
+    def slow_first(seqs: list[np.ndarray]) -> tuple[np.ndarray, dict[str, float]]:
+        release.wait(30)  # hold the first step until both requests are queued
+        return encode(seqs)
+
+    batcher = batching.Batcher(slow_first, max_batch_tokens=512, max_texts=8)
+    results: dict = {}
+    order: list = []
+    batcher.start()
+    _submit(batcher, [200] * 40, 0, results, order)  # 8,000 tokens: about 16 steps
+    _submit(batcher, [10], 1, results, order)
+    release.set()
+    for event in results["events"]:
+        assert event.wait(30)
+    batcher.stop()
+    assert order == [1, 0]
+    small_call = next(k for k, call in enumerate(calls) if 10 in call)
+    assert small_call <= 2  # in the first step after the one in progress
+
+
+def test_batcher_hands_an_encoder_error_to_the_requests_of_that_call() -> None:
+    def encode(seqs: list[np.ndarray]) -> tuple[np.ndarray, dict[str, float]]:
+        if any(len(s) == 13 for s in seqs):
+            raise RuntimeError("encoder failed")
+        return np.zeros((len(seqs), 2), np.float32), {}
+
+    batcher = batching.Batcher(encode, max_batch_tokens=64, max_texts=1)
+    results: dict = {}
+    order: list = []
+    _submit(batcher, [13, 5], 0, results, order)
+    _submit(batcher, [7], 1, results, order)
+    batcher.start()
+    for event in results["events"]:
+        assert event.wait(30)
+    batcher.stop()
+    assert results[0][0] is None and str(results[0][1]) == "encoder failed"
+    assert results[1][1] is None and results[1][0].shape == (1, 2)
+    assert order.count(0) == 1  # answered once, although its other sequence was in another call
+
+
+def test_batcher_waits_a_bounded_time_for_more_requests() -> None:
+    calls: list[list[int]] = []
+    batcher = batching.Batcher(_fake_encoder(calls), max_batch_tokens=1024, max_texts=8, max_wait=60.0)
+    results: dict = {}
+    order: list = []
+    batcher.start()
+    _submit(batcher, [600], 0, results, order)
+    _submit(batcher, [500], 1, results, order)  # together over the budget: no waiting for the deadline
+    for event in results["events"]:
+        assert event.wait(30)
+    batcher.stop()
+    assert sorted(order) == [0, 1]
+
+
+# --- protocols ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "shape", "texts", "ids"),
+    [
+        (b'{"texts": ["a", ""]}', "texts", ["a", ""], None),
+        (b'{"inputs": "a"}', "tei", ["a"], None),
+        (b'{"inputs": ["a", "b"], "normalize": false, "truncate": true}', "tei", ["a", "b"], None),
+        (b'{"inputs": [1, 2, 3]}', "tei", None, [[1, 2, 3]]),
+        (b'{"inputs": [[1, 2], [3]]}', "tei", None, [[1, 2], [3]]),
+    ],
+)
+def test_embed_bodies(body: bytes, shape: str, texts: list[str] | None, ids: list[list[int]] | None) -> None:
+    request = protocols.parse_embed_body(body, max_batch=8)
+    assert (request.shape, request.texts, request.ids) == (shape, texts, ids)
+
+
+def test_tei_defaults_and_options() -> None:
+    request = protocols.parse_embed_body(b'{"inputs": "a"}', max_batch=8)
+    assert (request.normalize, request.truncate, request.direction) == (True, None, "right")
+    request = protocols.parse_embed_body(
+        b'{"inputs": "a", "normalize": false, "truncation_direction": "left", "prompt_name": "q"}', max_batch=8
+    )
+    assert (request.normalize, request.direction, request.prompt_name) == (False, "left", "q")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (b'{"input": "a"}', 400, r"^'model' is a required property$"),
+        (b'{"model": "m"}', 400, r"^'input' is a required property$"),
+        (b'{"input": "a", "model": "m", "foo": 1}', 400, r"^Unrecognized request argument\(s\) supplied: \['foo'\]$"),
+        (b'{"input": [], "model": "m"}', 400, r"^'input' is empty"),
+        (b'{"input": [["a"]], "model": "m"}', 400, r"^input\[0\]\[0\] is a string, not a token id$"),
+        (b'{"input": [true], "model": "m"}', 400, r"^input\[0\] is a boolean, not a string$"),
+        (b'{"input": "a", "model": "m", "encoding_format": "int8"}', 400, r"^'encoding_format' must be 'float' or"),
+        (b'{"input": "a", "model": "m", "dimensions": 0}', 400, r"^'dimensions' must be a positive integer, got 0$"),
+        (b'{"input": ["a", "b", "c"], "model": "m"}', 400, r"^'input' has 3 inputs, more than the limit of 2"),
+    ],
+)
+def test_openai_bodies_refused(body: bytes, status: int, message: str) -> None:
+    with pytest.raises(protocols.BadRequest, match=message) as caught:
+        protocols.parse_openai_body(body, max_batch=2)
+    assert caught.value.status == status
+    error = protocols.openai_error(caught.value)
+    assert error["error"]["type"] == "invalid_request_error" and re.search(message, error["error"]["message"])
+
+
+def test_openai_answer_decodes_like_the_sdk() -> None:
+    vectors = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    floats = json.loads(protocols.openai_body(vectors, model="m", encoding_format="float", tokens=9))
+    packed = json.loads(protocols.openai_body(vectors, model="m", encoding_format="base64", tokens=9))
+    assert floats["usage"] == packed["usage"] == {"prompt_tokens": 9, "total_tokens": 9}
+    assert [d["index"] for d in packed["data"]] == [0, 1, 2]
+    np.testing.assert_array_equal(np.array([d["embedding"] for d in floats["data"]], np.float32), vectors)
+    decoded = [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in packed["data"]]
+    np.testing.assert_array_equal(decoded, vectors)
+
+
+def test_dimensions_only_for_models_trained_for_them() -> None:
+    request = protocols.parse_openai_body(b'{"input": "a", "model": "m", "dimensions": 128}', max_batch=8)
+    with pytest.raises(protocols.BadRequest, match=r"^model 'm' was not trained for reduced dimensions"):
+        protocols.check_dimensions(request, 384, [], "m")
+    protocols.check_dimensions(request, 384, [256, 128], "m")  # a Matryoshka model: accepted
+    request.dimensions = 512
+    with pytest.raises(protocols.BadRequest, match=r"^'dimensions' is 512, more than the model's 384$"):
+        protocols.check_dimensions(request, 384, [256, 128], "m")
+    request.dimensions = 384
+    protocols.check_dimensions(request, 384, [], "m")  # the full size is always fine
+
+
+def test_token_ids_outside_the_table_are_refused() -> None:
+    with pytest.raises(protocols.BadRequest, match=r"^inputs\[1\]\[0\] = -1 is not a token id of this model"):
+        protocols.check_token_ids("inputs", [[1, 2], [-1]], vocab_size=10)
+
+
+def test_metrics_text_format() -> None:
+    m = metrics.Metrics(lambda: (2, 300))
+    m.request("/embed", 200, 0.02)
+    m.request("/embed", 200, 3.0)
+    m.request("/embed", 422, 0.001)
+    m.call(8, 512, 400, 0.1)
+    text = m.render()
+    assert re.search(r'^embedding_requests_total\{worker="\d+",route="/embed",status="200"\} 2$', text, re.M)
+    assert re.search(
+        r'^embedding_request_duration_seconds_bucket\{worker="\d+",route="/embed",le="0.025"\} 2$', text, re.M
+    )
+    assert re.search(r'^embedding_request_duration_seconds_count\{worker="\d+",route="/embed"\} 3$', text, re.M)
+    assert re.search(r'^embedding_batch_size_bucket\{worker="\d+",le="8"\} 1$', text, re.M)
+    assert re.search(r'^embedding_queue_tokens\{worker="\d+"\} 300$', text, re.M)
+    for line in text.splitlines():
+        assert line.startswith("# ") or re.match(r"^[a-z_]+\{[^}]*\} [0-9.e+-]+$", line), line
+
+
+def test_a_hub_id_gets_the_download_command() -> None:
+    st_config = load("st_config")
+    with pytest.raises(
+        st_config.UnsupportedModel,
+        match=r"^org/no-such-model: no such directory; .*: hf download org/no-such-model --local-dir ./no-such-model$",
+    ):
+        st_config.read_sentence_config("org/no-such-model")

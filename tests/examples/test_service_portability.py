@@ -1,0 +1,101 @@
+"""The service's scripts off Linux: ``compare.py --help`` as Windows' Python sees it, ``run.sh`` without affinity masks.
+
+``compare.py`` runs under the Windows-like rules of ``.ci/winlike`` (the
+POSIX-only attributes of ``os`` and ``signal`` hidden from its code);
+``run.sh`` under a Python whose ``os`` has no ``sched_getaffinity`` (as on
+macOS). Neither needs the service's packages beyond ``compare.py``'s imports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.paths import ROOT
+
+SERVICE = ROOT / "examples" / "service"
+WINLIKE = ROOT / ".ci" / "winlike"
+
+pytestmark = pytest.mark.skipif(
+    not (SERVICE / "compare.py").is_file() or not WINLIKE.is_dir(), reason="examples/ or .ci/ not in this checkout"
+)
+
+
+def _winlike_env(*roots: Path) -> dict[str, str]:
+    """The Windows-like rules, for the code under `roots` too (BERTEMBED_WINLIKE_ROOTS)."""
+    paths = [str(WINLIKE), os.environ.get("PYTHONPATH", "")]
+    return {
+        **os.environ,
+        "BERTEMBED_WINLIKE": "1",
+        "BERTEMBED_WINLIKE_ROOTS": os.pathsep.join(map(str, roots)),
+        "PYTHONPATH": os.pathsep.join(p for p in paths if p),
+    }
+
+
+def test_compare_help_without_posix_attributes(tmp_path: Path) -> None:
+    pytest.importorskip("httpx")
+    env = _winlike_env(SERVICE, tmp_path)
+    # The rules are in force for code under the given roots: os.sched_getaffinity and os.killpg are gone.
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os\nprint(hasattr(os, 'sched_getaffinity'), hasattr(os, 'killpg'))\n", encoding="utf-8")
+    seen = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True, timeout=60)
+    assert seen.stdout.split() == ["False", "False"], seen.stderr[-3000:]
+    res = subprocess.run(
+        [sys.executable, str(SERVICE / "compare.py"), "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=SERVICE,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "--workers" in res.stdout and "usable CPUs" in res.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_run_sh_default_workers_without_affinity_masks(tmp_path: Path) -> None:
+    """With no service.json, run.sh gets past the worker count and says what is missing (exit 2)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\ndel os.sched_getaffinity\n", encoding="utf-8")
+    empty = tmp_path / "export"
+    empty.mkdir()
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(site)}
+    check = subprocess.run(
+        [sys.executable, "-c", "import os; print(hasattr(os, 'sched_getaffinity'))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.stdout.strip() == "False", check.stderr
+    res = subprocess.run(
+        ["bash", str(SERVICE / "run.sh"), str(empty), "1"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 2, res.stderr
+    assert "service.json not found" in res.stderr
+
+
+def test_stop_without_process_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where os has no killpg (Windows), stop() terminates the child itself."""
+    pytest.importorskip("httpx")
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(SERVICE))
+    spec = importlib.util.spec_from_file_location("service_compare", SERVICE / "compare.py")
+    assert spec is not None and spec.loader is not None
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    monkeypatch.delattr(os, "killpg")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        compare.stop(child)
+        assert child.returncode is not None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
