@@ -240,7 +240,12 @@ def embed_distributed(
         [remote_layer] = client.scatter([layer], broadcast=True)
         futures = [
             client.submit(
-                embed_shard, remote_layer, ids, seg, output_path(out_dir, (ids, seg)), threads,
+                embed_shard,
+                remote_layer,
+                ids,
+                seg,
+                output_path(out_dir, (ids, seg)),
+                threads,
                 pure=False,
             )
             for ids, seg in corpus
@@ -305,12 +310,15 @@ def run(
     if seq_len > layer.max_positions:
         raise ValueError(f"seq_len {seq_len} > the model's {layer.max_positions} positions")
     corpus = make_corpus(
-        base / "corpus", shards=shards, rows=rows, seq_len=seq_len,
-        vocab_size=layer.vocab_size, seed=seed,
+        base / "corpus",
+        shards=shards,
+        rows=rows,
+        seq_len=seq_len,
+        vocab_size=layer.vocab_size,
+        seed=seed,
     )
     summary = embed_distributed(model_path, corpus, base / "embeddings", workers=workers)
-    summary.update(model=str(model_path), corpus_dir=str(base / "corpus"),
-                   out_dir=str(base / "embeddings"))
+    summary.update(model=str(model_path), corpus_dir=str(base / "corpus"), out_dir=str(base / "embeddings"))
     return summary
 
 
@@ -325,8 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work-dir", help="where corpus and results go (default: a temp dir)")
     args = parser.parse_args(argv)
     summary = run(
-        args.model, shards=args.shards, rows=args.rows, seq_len=args.seq_len,
-        workers=args.workers, work_dir=args.work_dir,
+        args.model,
+        shards=args.shards,
+        rows=args.rows,
+        seq_len=args.seq_len,
+        workers=args.workers,
+        work_dir=args.work_dir,
     )
     outputs = summary.pop("outputs")
     print(json.dumps(summary, indent=2))

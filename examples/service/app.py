@@ -1,131 +1,106 @@
 """The sentence-embedding service: a Starlette ASGI app.
 
-``POST /embed`` with ``{"texts": ["...", ...]}`` answers
-``{"embeddings": [[...], ...]}`` (one float32 vector per text, as JSON
-numbers, in the order given); ``GET /healthz`` answers 200 once the model is
-loaded in this process (503 before). Every bad request gets a 4xx status and
-``{"error": "<what is wrong>"}``; see :func:`parse_texts` and :func:`read_body`.
+Routes (see README.md, "The API"):
 
-Settings (environment variables, read by :func:`create_app`):
+``POST /embed``            ``{"texts": [...]}`` -> ``{"embeddings": [...]}``; or Text Embeddings
+                           Inference's ``{"inputs": ..., "normalize", "truncate",
+                           "truncation_direction", "prompt_name", "dimensions"}`` -> ``[[...], ...]``
+``POST /``                 the same as ``POST /embed`` (TEI's route)
+``POST /v1/embeddings``    OpenAI's embeddings API (``input``, ``model``, ``encoding_format``
+                           float or base64, ``dimensions``, ``usage`` in the answer)
+``GET /v1/models``         OpenAI's model list (``GET /v1/models/{id}`` for one)
+``GET /info``              TEI's model and limits; ``GET /health`` (TEI), ``GET /healthz`` (this service)
+``GET /metrics``           Prometheus text format: requests and latency per route, batch sizes,
+                           tokens, queue depth (per worker, labelled with its pid)
 
-``SERVICE_DIR``            the output directory of ``export_encoder.py`` (required)
-``SERVICE_MAX_BATCH``      texts per request, default 64
-``SERVICE_MAX_BODY_BYTES`` request body size, default 1048576 (1 MiB)
-``SERVICE_WORKERS``        worker processes on this machine (run.sh sets it), default 1
-``SERVICE_THREADS``        threads per request, default max(1, usable cores // SERVICE_WORKERS)
-``SERVICE_EMBEDDING``      ``bertembed`` (default) or ``torch`` (the comparison)
+Every bad request gets a 4xx in its protocol's error shape, never a 500; each
+request is logged on one line (``SERVICE_ACCESS_LOG=0`` turns it off). With a
+trimmed embedding layer (``export_encoder.py --trim-*``), an input with a
+token the layer does not keep gets a 422 naming the token and its id when the
+layer's unknown rule is "error" (with "unk", that token reads the unknown
+token's row); ``/info``'s ``embedding_layer`` says which.
 
-Run it with ``run.sh`` (gunicorn, uvicorn workers, ``--preload``); for a quick
-try, ``SERVICE_DIR=out uvicorn --factory app:create_app``.
+Settings (environment variables, read by :func:`create_app`; run.sh sets some from its options):
 
-Concurrency: each worker process runs one request's model work at a time, on
-a dedicated thread (the event loop keeps accepting, parsing and answering
-``/healthz`` meanwhile), with ``SERVICE_THREADS`` threads inside ONNX Runtime
-and bertembed. W workers therefore keep at most W x SERVICE_THREADS cores
-busy, which the default makes the number of usable cores.
+``SERVICE_DIR``                the output directory of ``export_encoder.py`` or ``from_onnx.py`` (required)
+``SERVICE_WORKERS``            worker processes on this machine (run.sh sets it), default 1
+``SERVICE_THREADS``            ONNX Runtime threads per worker, default max(1, usable cores // workers)
+``SERVICE_EMBED_THREADS``      bertembed's threads for the embedding step, default 1
+``SERVICE_BATCH_SIZE``         most texts in one encoder call, default 32
+``SERVICE_MAX_BATCH_TOKENS``   most padded tokens in one encoder call, default 4096 (bounds memory)
+``SERVICE_MAX_WAIT_MS``        how long the batcher may wait for more requests, default 2
+``SERVICE_MAX_BATCH``          most inputs in one request, default 2048 (OpenAI's limit)
+``SERVICE_MAX_REQUEST_TOKENS`` most tokens in one request, default 65536
+``SERVICE_MAX_QUEUE_TOKENS``   tokens waiting per worker before 429, default 262144
+``SERVICE_MAX_BODY_BYTES``     request body size, default 4194304 (4 MiB)
+``SERVICE_AUTO_TRUNCATE``      TEI requests without "truncate" are truncated (1, default) or refused (0)
+``SERVICE_MODEL_NAME``         the model's name (OpenAI ``model``), default service.json's
+``SERVICE_ORT_ARENA``          ONNX Runtime's memory arena: shrink (default), on, off
+``SERVICE_GRAPH_OPT``          ONNX Runtime's graph optimisation: all (default), extended, basic
+``SERVICE_EMBEDDING``          ``bertembed`` (default) or ``torch`` (the comparison)
+``SERVICE_ACCESS_LOG``         1 (default): one line per request on stderr
+
+Concurrency: per worker, the event loop reads and checks requests; one
+thread tokenizes and writes answers; one thread, the batcher
+(:class:`batching.Batcher`), runs the encoder on the sequences of all
+concurrent requests, grouped by length. W workers keep at most W x
+SERVICE_THREADS cores busy in the encoder, the number of usable cores by
+default.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pipeline import EMBEDDINGS, SentenceEmbedder
+import numpy as np
+from batching import Batcher
+from metrics import Metrics
+from pipeline import ARENA_MODES, EMBEDDINGS, GRAPH_LEVELS, InputTooLong, SentenceEmbedder, TrimmedToken
+from protocols import (
+    BadRequest,
+    EmbedRequest,
+    check_dimensions,
+    check_token_ids,
+    openai_body,
+    openai_error,
+    parse_embed_body,
+    parse_openai_body,
+    tei_body,
+    tei_error,
+    texts_body,
+)
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 log = logging.getLogger("service")
 
-DEFAULT_MAX_BATCH = 64
-DEFAULT_MAX_BODY_BYTES = 1 << 20
-
-#: JSON names of the Python types json.loads produces.
-_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number",
-               float: "a number", bool: "a boolean", type(None): "null"}
-
-
-class BadRequest(Exception):
-    """A request the service refuses: an HTTP status and a message for the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def _json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def parse_texts(body: bytes, max_batch: int) -> list[str]:
-    """The texts of an ``/embed`` body, or :class:`BadRequest` saying what is wrong.
-
-    Parameters
-    ----------
-    body : bytes
-        The request body.
-    max_batch : int
-        Most texts allowed in one request.
-
-    Returns
-    -------
-    list of str
-        At least one and at most ``max_batch`` texts (empty strings allowed).
-
-    Raises
-    ------
-    BadRequest
-        400 when the body is not JSON; 422 when it is JSON but not
-        ``{"texts": [str, ...]}`` with 1 to ``max_batch`` valid strings.
-
-    Examples
-    --------
-    >>> parse_texts(b'{"texts": ["a", "b"]}', max_batch=8)
-    ['a', 'b']
-    >>> parse_texts(b'{"texts": []}', max_batch=8)
-    Traceback (most recent call last):
-    ...
-    app.BadRequest: 'texts' is empty: send at least one text
-    """
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequest(400, f"body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise BadRequest(400, "body is not valid JSON: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise BadRequest(422, f'body must be a JSON object {{"texts": [...]}}, got {_json_type(data)}')
-    unknown = sorted(set(data) - {"texts"})
-    if unknown:
-        raise BadRequest(422, f"unknown field(s) {unknown}: the body has only 'texts'")
-    if "texts" not in data:
-        raise BadRequest(422, "'texts' is missing: send {\"texts\": [\"...\", ...]}")
-    texts = data["texts"]
-    if not isinstance(texts, list):
-        raise BadRequest(422, f"'texts' must be an array of strings, got {_json_type(texts)}")
-    if not texts:
-        raise BadRequest(422, "'texts' is empty: send at least one text")
-    if len(texts) > max_batch:
-        raise BadRequest(422, f"'texts' has {len(texts)} texts, more than the limit of {max_batch} per request")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise BadRequest(422, f"texts[{i}] is {_json_type(text)}, not a string")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise BadRequest(
-                422, f"texts[{i}] is not valid Unicode: unpaired surrogate at character {exc.start}"
-            ) from None
-    return texts
+#: Defaults of the settings above (the environment overrides them).
+DEFAULTS: dict[str, Any] = {
+    "batch_size": 32,
+    "max_batch_tokens": 4096,
+    "max_wait_ms": 2.0,
+    "max_batch": 2048,
+    "max_request_tokens": 65536,
+    "max_queue_tokens": 262144,
+    "max_body_bytes": 4 << 20,
+    "auto_truncate": True,
+    "arena": "shrink",
+    "graph_optimization": "all",
+}
+#: Routes whose errors take OpenAI's shape.
+OPENAI_PREFIX = "/v1/"
+#: The routes, as metrics and the access log name them (anything else is "other").
+ROUTES = ("/", "/embed", "/v1/embeddings", "/v1/models", "/info", "/health", "/healthz", "/metrics")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -156,26 +131,91 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+def _error(path: str, exc: BadRequest, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The error in the shape of the route's protocol."""
+    body = openai_error(exc) if path.startswith(OPENAI_PREFIX) else tei_error(exc)
+    return JSONResponse(body, status_code=exc.status, headers=headers)
 
 
-def _threads_per_request() -> int:
-    if "SERVICE_THREADS" in os.environ:
-        return max(1, int(os.environ["SERVICE_THREADS"]))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // max(1, int(os.environ.get("SERVICE_WORKERS", "1"))))
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _env(name: str, default: Any) -> Any:
+    """A setting from the environment, converted like its default."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if isinstance(default, bool):
+        return raw.lower() not in ("0", "false", "no", "off")
+    return type(default)(raw)
 
 
 def _setup_logging() -> None:
     """Log to stderr (gunicorn's log), once per process, like gunicorn's own lines."""
     if not log.handlers:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s",
-                                               "%Y-%m-%d %H:%M:%S %z"))
+        handler.setFormatter(
+            logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s", "%Y-%m-%d %H:%M:%S %z")
+        )
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False
+
+
+class AccessLog:
+    """ASGI middleware: one log line and one metrics sample per HTTP request.
+
+    The line: client, request line, status, body bytes, milliseconds, and what
+    the handler put in ``scope["state"]["log"]`` (inputs, tokens), e.g.
+    ``127.0.0.1:50312 "POST /v1/embeddings HTTP/1.1" 200 3112B 14.2ms inputs=2 tokens=17``.
+    """
+
+    def __init__(self, app: Any, metrics: Metrics, enabled: bool) -> None:
+        self.app, self.metrics, self.enabled = app, metrics, enabled
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        answer = {"status": 500, "bytes": 0}
+        scope.setdefault("state", {})
+
+        async def sending(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                answer["status"] = message["status"]
+            elif message["type"] == "http.response.body":
+                answer["bytes"] += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            seconds = time.perf_counter() - began
+            path = scope.get("path", "")
+            route = path if path in ROUTES else "/v1/models" if path.startswith("/v1/models/") else "other"
+            self.metrics.request(route, int(answer["status"]), seconds)
+            if self.enabled:
+                client = scope.get("client") or ("-", 0)
+                extra = " ".join(f"{k}={v}" for k, v in scope["state"].get("log", {}).items())
+                log.info(
+                    '%s:%s "%s %s HTTP/%s" %d %dB %.1fms%s',
+                    client[0],
+                    client[1],
+                    scope.get("method", "-"),
+                    path,
+                    scope.get("http_version", "1.1"),
+                    answer["status"],
+                    answer["bytes"],
+                    seconds * 1e3,
+                    f" {extra}" if extra else "",
+                )
 
 
 def create_app(
@@ -185,12 +225,13 @@ def create_app(
     max_body_bytes: int | None = None,
     embedding: str | None = None,
     threads: int | None = None,
-) -> Starlette:
+) -> Any:
     """Build the app; arguments left as None come from the environment (see the module doc).
 
     The embedding layer and the tokenizer are loaded here (in the gunicorn
     master with ``--preload``: the checkpoint is mapped once, before the
-    fork); the encoder session is created at startup, in each worker.
+    fork); the encoder session and the batcher's thread are started at
+    startup, in each worker.
 
     Examples
     --------
@@ -198,67 +239,268 @@ def create_app(
     """
     service_dir = service_dir or os.environ.get("SERVICE_DIR")
     if not service_dir:
-        raise RuntimeError("set SERVICE_DIR to the output directory of export_encoder.py")
-    max_batch = max_batch or int(os.environ.get("SERVICE_MAX_BATCH", DEFAULT_MAX_BATCH))
-    max_body = max_body_bytes or int(os.environ.get("SERVICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+        raise RuntimeError("set SERVICE_DIR to the output directory of export_encoder.py or from_onnx.py")
+    max_batch = max_batch or _env("SERVICE_MAX_BATCH", DEFAULTS["max_batch"])
+    max_body = max_body_bytes or _env("SERVICE_MAX_BODY_BYTES", DEFAULTS["max_body_bytes"])
     embedding = embedding or os.environ.get("SERVICE_EMBEDDING", "bertembed")
     if embedding not in EMBEDDINGS:
         raise ValueError(f"SERVICE_EMBEDDING={embedding!r}: choose one of {EMBEDDINGS}")
+    arena = _env("SERVICE_ORT_ARENA", DEFAULTS["arena"])
+    graph = _env("SERVICE_GRAPH_OPT", DEFAULTS["graph_optimization"])
+    if arena not in ARENA_MODES or graph not in GRAPH_LEVELS:
+        raise ValueError(
+            f"SERVICE_ORT_ARENA must be one of {ARENA_MODES}, SERVICE_GRAPH_OPT one of {sorted(GRAPH_LEVELS)}"
+        )
     _setup_logging()
-    threads = threads or _threads_per_request()
-    embedder = SentenceEmbedder(service_dir, embedding=embedding, threads=threads)
-    log.info("%s embedding layer checked with %d thread(s)", embedding, threads)
-    # One model thread per process: requests queue here, not in the cores.
-    state: dict[str, Any] = {"executor": None}
+    workers = max(1, _env("SERVICE_WORKERS", 1))
+    threads = threads or _env("SERVICE_THREADS", max(1, _usable_cores() // workers))
+    embed_threads = _env("SERVICE_EMBED_THREADS", 1)
+    max_request_tokens = _env("SERVICE_MAX_REQUEST_TOKENS", DEFAULTS["max_request_tokens"])
+    max_queue_tokens = _env("SERVICE_MAX_QUEUE_TOKENS", DEFAULTS["max_queue_tokens"])
+    auto_truncate = _env("SERVICE_AUTO_TRUNCATE", DEFAULTS["auto_truncate"])
+    access_log = _env("SERVICE_ACCESS_LOG", True)
+    embedder = SentenceEmbedder(
+        service_dir,
+        embedding=embedding,
+        threads=threads,
+        embed_threads=embed_threads,
+        batch_size=_env("SERVICE_BATCH_SIZE", DEFAULTS["batch_size"]),
+        max_batch_tokens=_env("SERVICE_MAX_BATCH_TOKENS", DEFAULTS["max_batch_tokens"]),
+        arena=arena,
+        graph_optimization=graph,
+    )
+    model = os.environ.get("SERVICE_MODEL_NAME") or embedder.name
+    log.info("%s embedding layer checked with %d thread(s)", embedding, embed_threads)
+    metrics = Metrics(lambda: batcher.queue())
+    batcher = Batcher(
+        embedder.encode_call,
+        max_batch_tokens=embedder.max_batch_tokens,
+        max_texts=embedder.batch_size,
+        max_wait=_env("SERVICE_MAX_WAIT_MS", DEFAULTS["max_wait_ms"]) / 1e3,
+        on_call=metrics.call,
+    )
+    state: dict[str, Any] = {"cpu": None, "started": int(time.time())}
+    layer = embedder.layer_info()
+    if layer["trimmed"]:
+        log.info(
+            "trimmed embedding layer: %d of %d token rows, unknown tokens: %s",
+            layer["kept_rows"],
+            layer["vocab_size"],
+            "refused (422)" if layer["unknown"] == "error" else f"the row of id {layer['unknown']}",
+        )
 
-    def compute(texts: list[str]) -> tuple[bytes, dict[str, float]]:
-        vectors, timings = embedder.embed(texts)
-        body = json.dumps({"embeddings": vectors.tolist()}, separators=(",", ":")).encode()
-        return body, timings
+    def prepare(request: EmbedRequest) -> list[np.ndarray]:
+        """Token ids of the request's inputs (in the tokenizer thread)."""
+        truncate = auto_truncate if request.truncate is None else request.truncate
+        if request.shape in ("texts", "openai"):
+            truncate = True  # sentence-transformers truncates
+        name = {"openai": "input", "tei": "inputs"}.get(request.shape, "texts")
+        try:
+            if request.ids is not None:
+                check_token_ids(name, request.ids, embedder.vocab_size)
+                seqs = embedder.from_ids(request.ids, truncate=truncate, direction=request.direction)
+            else:
+                assert request.texts is not None
+                seqs = embedder.tokenize(
+                    request.texts, prompt_name=request.prompt_name, truncate=truncate, direction=request.direction
+                )
+            embedder.check_kept(seqs)
+        except TrimmedToken as exc:
+            raise BadRequest(
+                422,
+                f"{name}[{exc.index}] has the token {exc.token!r} (id {exc.token_id}, position {exc.position} "
+                f"of its ids), which this service's trimmed embedding layer does not keep "
+                f"(it keeps {layer['kept_rows']} of {layer['vocab_size']} token rows); send the input without it",
+                param=name,
+                code="token_not_kept",
+            ) from None
+        except InputTooLong as exc:
+            raise BadRequest(
+                413,
+                f"input {exc.index} has {exc.tokens} tokens, more than the model's {exc.limit}; "
+                'send shorter inputs or "truncate": true',
+            ) from None
+        except KeyError:
+            names = sorted(embedder.prompts) or "none"
+            message = f"prompt_name {request.prompt_name!r} unknown; the model's prompts: {names}"
+            raise BadRequest(422, message) from None
+        tokens = sum(len(s) for s in seqs)
+        if tokens > max_request_tokens:
+            raise BadRequest(
+                413, f"the request has {tokens} tokens, more than the limit of {max_request_tokens} per request"
+            )
+        return seqs
+
+    def render(request: EmbedRequest, vectors: np.ndarray, tokens: int) -> bytes:
+        """The answer's body (in the tokenizer thread)."""
+        vectors = embedder.finish(vectors, normalize=request.normalize, dimensions=request.dimensions)
+        if request.shape == "openai":
+            return openai_body(vectors, model=model, encoding_format=request.encoding_format, tokens=tokens)
+        return tei_body(vectors) if request.shape == "tei" else texts_body(vectors)
+
+    async def compute(request: Request, parsed: EmbedRequest) -> Response:
+        loop = asyncio.get_running_loop()
+        began = time.perf_counter()
+        check_dimensions(parsed, embedder.dimension, embedder.matryoshka_dims, model)
+        seqs = await loop.run_in_executor(state["cpu"], prepare, parsed)
+        tokens = sum(len(s) for s in seqs)
+        waiting = batcher.queue()[1]
+        if waiting + tokens > max_queue_tokens:
+            raise BadRequest(
+                429, f"this worker is busy ({waiting} tokens waiting); retry later", error_type="overloaded"
+            )
+        request.scope["state"]["log"] = {"inputs": len(seqs), "tokens": tokens}
+        metrics.inputs(len(seqs), tokens)
+        tokenized = time.perf_counter()
+        future: asyncio.Future[np.ndarray] = loop.create_future()
+
+        def done(vectors: np.ndarray | None, error: BaseException | None) -> None:
+            def settle() -> None:
+                if future.cancelled():
+                    return
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(vectors)  # type: ignore[arg-type]
+
+            loop.call_soon_threadsafe(settle)
+
+        job = batcher.submit(seqs, done)
+        vectors = await future
+        computed = time.perf_counter()
+        body = await loop.run_in_executor(state["cpu"], render, parsed, vectors, tokens)
+        timings = {"tokenize": tokenized - began, "batch": computed - tokenized, **job.stages}
+        timing = ", ".join(f"{name};dur={seconds * 1e3:.3f}" for name, seconds in timings.items())
+        return Response(body, media_type="application/json", headers={"Server-Timing": timing})
 
     async def embed(request: Request) -> Response:
         try:
-            texts = parse_texts(await read_body(request, max_body), max_batch)
+            body = await read_body(request, max_body)
+            parsed = parse_embed_body(body, max_batch)
+            return await compute(request, parsed)
         except BadRequest as exc:
-            return _error(exc.status, exc.message)
+            return _error(request.url.path, exc)
         except ClientDisconnect:  # gone before its body arrived: nobody reads the answer
-            return _error(400, "the client disconnected before sending the whole body")
-        loop = asyncio.get_running_loop()
-        body, timings = await loop.run_in_executor(state["executor"], compute, texts)
-        timing = ", ".join(f"{name};dur={seconds * 1e3:.3f}" for name, seconds in timings.items())
-        return Response(body, media_type="application/json", headers={"Server-Timing": timing})
+            return _error(request.url.path, BadRequest(400, "the client disconnected before sending the whole body"))
+
+    async def openai_embeddings(request: Request) -> Response:
+        try:
+            body = await read_body(request, max_body)
+            parsed = parse_openai_body(body, max_batch)
+            if parsed.model != model:
+                raise BadRequest(
+                    404,
+                    f"The model '{parsed.model}' does not exist; this service serves '{model}' (GET /v1/models)",
+                    param="model",
+                    code="model_not_found",
+                )
+            return await compute(request, parsed)
+        except BadRequest as exc:
+            return _error(request.url.path, exc)
+        except ClientDisconnect:
+            return _error(request.url.path, BadRequest(400, "the client disconnected before sending the whole body"))
+
+    def model_card() -> dict[str, Any]:
+        return {"id": model, "object": "model", "created": state["started"], "owned_by": "bertembed-service"}
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [model_card()]})
+
+    async def one_model(request: Request) -> Response:
+        wanted = request.path_params["model"]
+        if wanted != model:
+            exc = BadRequest(404, f"The model '{wanted}' does not exist", param="model", code="model_not_found")
+            return _error(request.url.path, exc)
+        return JSONResponse(model_card())
+
+    async def info(request: Request) -> Response:
+        sentence = embedder.config["sentence"]
+        return JSONResponse(
+            {
+                "model_id": model,
+                "model_sha": None,
+                "model_dtype": "float32",
+                "model_type": {"embedding": {"pooling": "+".join(sentence["pooling"])}},
+                "max_concurrent_requests": None,
+                "max_input_length": embedder.max_seq_length,
+                "max_batch_tokens": embedder.max_batch_tokens,
+                "max_batch_requests": None,
+                "max_client_batch_size": max_batch,
+                "auto_truncate": auto_truncate,
+                "tokenization_workers": 1,
+                "version": "bertembed-service",
+                "sha": None,
+                "docker_label": None,
+                "dimension": embedder.dimension,
+                "normalize": embedder.normalize,
+                "prompts": sorted(embedder.prompts),
+                "matryoshka_dimensions": embedder.matryoshka_dims,
+                "max_request_tokens": max_request_tokens,
+                "embedding_layer": layer,
+            }
+        )
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200 if embedder.ready else 503)
 
     async def healthz(request: Request) -> Response:
         if not embedder.ready:
             return JSONResponse({"status": "loading"}, status_code=503)
-        return JSONResponse({
-            "status": "ok", "pid": os.getpid(), "embedding": embedder.step.name,
-            "dimension": embedder.dimension, "max_seq_length": embedder.max_seq_length,
-            "max_batch": max_batch, "max_body_bytes": max_body, "threads": threads,
-        })
+        return JSONResponse(
+            {
+                "status": "ok",
+                "pid": os.getpid(),
+                "embedding": embedder.step.name,
+                "model": model,
+                "dimension": embedder.dimension,
+                "max_seq_length": embedder.max_seq_length,
+                "max_batch": max_batch,
+                "max_body_bytes": max_body,
+                "threads": threads,
+                "max_batch_tokens": embedder.max_batch_tokens,
+                "trimmed": layer["trimmed"],
+            }
+        )
+
+    async def prometheus(request: Request) -> Response:
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # In the worker's main thread, the one gunicorn forked from: with
-        # threads > 1 this is the fork-after-OpenMP case (the master ran a
+        # embed threads > 1 this is the fork-after-OpenMP case (the master ran a
         # parallel region in this same thread) that bertembed's fork handler
         # makes safe. Nothing is served yet, so blocking the loop is fine.
+        metrics.reset_worker()
         embedder.start()
-        state["executor"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
+        batcher.start()
+        state["cpu"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
         log.info("ready: %s embedding, %d thread(s)", embedding, threads)
         yield
-        state["executor"].shutdown(wait=True)
+        batcher.stop()
+        state["cpu"].shutdown(wait=True)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return _error(exc.status_code, exc.detail, dict(exc.headers or {}))
+        return _error(request.url.path, BadRequest(exc.status_code, exc.detail), dict(exc.headers or {}))
 
     async def server_error(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _error(500, "internal error")
+        return _error(request.url.path, BadRequest(500, "internal error", error_type="backend"))
 
-    return Starlette(
-        routes=[Route("/embed", embed, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])],
+    app = Starlette(
+        routes=[
+            Route("/embed", embed, methods=["POST"]),
+            Route("/", embed, methods=["POST"]),
+            Route("/v1/embeddings", openai_embeddings, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/models/{model:path}", one_model, methods=["GET"]),
+            Route("/info", info, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/metrics", prometheus, methods=["GET"]),
+        ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
+    return AccessLog(app, metrics, access_log)

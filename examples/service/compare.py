@@ -57,14 +57,24 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask where the OS has one (Linux), else the CPU count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def start(out_dir: Path, variant: str, workers: int, log_dir: Path) -> tuple[subprocess.Popen, str]:
-    """Start run.sh for one variant in its own process group; return it and its URL."""
+    """Start run.sh for one variant (in its own process group where the OS has them); return it and its URL."""
     port = _free_port()
     env = {**os.environ, "PYTHON": sys.executable, "SERVICE_EMBEDDING": variant}
     with open(log_dir / f"{variant}.log", "wb") as log:
         process = subprocess.Popen(
             ["bash", str(HERE / "run.sh"), str(out_dir), str(port), str(workers)],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
     return process, f"http://127.0.0.1:{port}"
 
@@ -89,16 +99,23 @@ def wait_ready(process: subprocess.Popen, url: str, workers: int, timeout: float
 
 
 def stop(process: subprocess.Popen) -> None:
-    """SIGTERM the process group, SIGKILL what is left."""
+    """SIGTERM the process group, SIGKILL what is left (without process groups: terminate, then kill, the child)."""
+    killpg = getattr(os, "killpg", None)
     try:
-        os.killpg(process.pid, signal.SIGTERM)
+        if killpg is not None:
+            killpg(process.pid, signal.SIGTERM)
+        else:
+            process.terminate()
         process.wait(timeout=15)
     except subprocess.TimeoutExpired:
         pass
     except ProcessLookupError:
         return
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        if killpg is not None:
+            killpg(process.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+        else:
+            process.kill()
     except ProcessLookupError:
         pass
     process.wait()
@@ -109,11 +126,15 @@ def memory_of(process: subprocess.Popen, checkpoint: Path) -> dict[str, float]:
     rows = []
     for pid in procinfo.children(process.pid):
         whole, mapped = procinfo.memory(pid), procinfo.file_mapping(pid, checkpoint)
-        rows.append({
-            "rss": whole["Rss"] / MIB, "pss": whole["Pss"] / MIB,
-            "private": (whole["Private_Clean"] + whole["Private_Dirty"]) / MIB,
-            "checkpoint_rss": mapped["Rss"] / MIB, "checkpoint_pss": mapped["Pss"] / MIB,
-        })
+        rows.append(
+            {
+                "rss": whole["Rss"] / MIB,
+                "pss": whole["Pss"] / MIB,
+                "private": (whole["Private_Clean"] + whole["Private_Dirty"]) / MIB,
+                "checkpoint_rss": mapped["Rss"] / MIB,
+                "checkpoint_pss": mapped["Pss"] / MIB,
+            }
+        )
     mean = {key: statistics.fmean(row[key] for row in rows) for key in rows[0]}
     mean["master_pss"] = procinfo.memory(process.pid)["Pss"] / MIB
     return mean
@@ -134,15 +155,23 @@ def measure(urls: dict[str, str], rounds: int, requests: int, clients: int) -> d
         for scenario, (texts, words, share) in SCENARIOS.items():
             order = list(urls) if round_ % 2 == 0 else list(reversed(urls))
             for variant in order:
-                report = asyncio.run(loadtest.run_load(
-                    urls[variant], clients=clients, requests=int(requests * share), texts=texts, words=words,
-                    seed=round_,
-                ))
+                report = asyncio.run(
+                    loadtest.run_load(
+                        urls[variant],
+                        clients=clients,
+                        requests=int(requests * share),
+                        texts=texts,
+                        words=words,
+                        seed=round_,
+                    )
+                )
                 summary = report.summary()
                 results[scenario][variant].append(summary)
-                print(f"round {round_ + 1}, {scenario}, {variant}: p50 {summary['p50_ms']:.1f} ms, "
-                      f"p99 {summary['p99_ms']:.1f} ms, {summary['rps']:.1f}/s, {summary['failed']} failed",
-                      file=sys.stderr)
+                print(
+                    f"round {round_ + 1}, {scenario}, {variant}: p50 {summary['p50_ms']:.1f} ms, "
+                    f"p99 {summary['p99_ms']:.1f} ms, {summary['rps']:.1f}/s, {summary['failed']} failed",
+                    file=sys.stderr,
+                )
     return results
 
 
@@ -155,11 +184,14 @@ def table(results: dict[str, Any], memory: dict[str, dict[str, float]], workers:
     for scenario, by_variant in results.items():
         for variant, runs in by_variant.items():
             med = {k: statistics.median(r[k] for r in runs) for k in ("p50_ms", "p99_ms", "rps")}
-            server = {k: statistics.fmean(r["server_ms"].get(k, float("nan")) for r in runs)
-                      for k in ("embed", "encoder")}
+            server = {
+                k: statistics.fmean(r["server_ms"].get(k, float("nan")) for r in runs) for k in ("embed", "encoder")
+            }
             failed = sum(r["failed"] for r in runs)
-            lines.append(f"| {scenario} | {variant} | {med['p50_ms']:.1f} | {med['p99_ms']:.1f} | "
-                         f"{med['rps']:.1f} | {server['embed']:.3f} | {server['encoder']:.2f} | {failed} |")
+            lines.append(
+                f"| {scenario} | {variant} | {med['p50_ms']:.1f} | {med['p99_ms']:.1f} | "
+                f"{med['rps']:.1f} | {server['embed']:.3f} | {server['encoder']:.2f} | {failed} |"
+            )
     return "\n".join([*lines, "", memory_table(memory, workers)])
 
 
@@ -171,8 +203,10 @@ def memory_table(memory: dict[str, dict[str, float]], workers: int) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for variant, m in memory.items():
-        lines.append(f"| {variant} ({workers} workers) | {m['rss']:.1f} | {m['pss']:.1f} | {m['private']:.1f} | "
-                     f"{m['checkpoint_rss']:.1f} / {m['checkpoint_pss']:.1f} | {m['master_pss']:.1f} |")
+        lines.append(
+            f"| {variant} ({workers} workers) | {m['rss']:.1f} | {m['pss']:.1f} | {m['private']:.1f} | "
+            f"{m['checkpoint_rss']:.1f} / {m['checkpoint_pss']:.1f} | {m['master_pss']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -180,13 +214,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("out_dir", type=Path, help="output directory of export_encoder.py")
-    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=usable_cpus(),
+        help="workers per service (default: the usable CPUs)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write every summary here")
-    parser.add_argument("--memory-only", action="store_true",
-                        help="start the bertembed service alone and print its memory (no load rounds)")
+    parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="start the bertembed service alone and print its memory (no load rounds)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the services on SIGTERM too
 
@@ -200,8 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             memory = {"bertembed": memory_of(process, checkpoint)}
         finally:
             stop(process)
-        print(f"{args.out_dir}: tables file {checkpoint.relative_to(args.out_dir)} "
-              f"({checkpoint.stat().st_size / MIB:.1f} MiB)")
+        print(
+            f"{args.out_dir}: tables file {checkpoint.relative_to(args.out_dir)} "
+            f"({checkpoint.stat().st_size / MIB:.1f} MiB)"
+        )
         print(memory_table(memory, args.workers))
         if args.json:
             args.json.write_text(json.dumps({"memory": memory}, indent=2))
@@ -220,8 +264,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for process, _ in servers.values():
             stop(process)
-    print(f"{args.workers} workers, {args.clients} clients, {args.requests} requests per run, "
-          f"median of {args.rounds} rounds; {os.cpu_count()} CPUs")
+    print(
+        f"{args.workers} workers, {args.clients} clients, {args.requests} requests per run, "
+        f"median of {args.rounds} rounds; {os.cpu_count()} CPUs"
+    )
     print(table(results, memory, args.workers))
     if args.json:
         args.json.write_text(json.dumps({"results": results, "memory": memory}, indent=2))

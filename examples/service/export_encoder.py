@@ -3,6 +3,9 @@
 Usage::
 
     python export_encoder.py MODEL_DIR OUT_DIR [--link {copy,symlink}] [--table-dtype {float32,bfloat16,int8}]
+                             [--trim-corpus FILE... | --trim-ids FILE | --trim-scripts NAMES...]
+                             [--trim-min-count N] [--trim-unknown {error,unk}] [--layer DIR]
+                             [--name NAME] [--verbose]
 
 ``OUT_DIR/encoder.onnx`` takes the output of the embedding layer
 (``embeddings``, float32 (batch, seq, hidden), what ``bertembed`` computes)
@@ -24,7 +27,10 @@ With ``--table-dtype``, the embedding layer is converted once, here
 ``save_pretrained`` into ``OUT_DIR/embeddings/``; ``service.json`` names that
 directory and the workers map it instead of ``model.safetensors`` (the
 converted tables are then the page cache's, shared by every worker, and no
-process converts anything).
+process converts anything). The ``--trim-*`` options save a trimmed layer
+there the same way (only the token rows of a corpus, an id list or Unicode
+scripts), and ``--layer DIR`` maps a layer saved beforehand (the output of
+``bertembed trim``); see ``saved_layer.py``.
 
 Needs torch, transformers, onnx, onnxscript and onnxruntime (build time
 only; the service itself runs without torch).
@@ -33,6 +39,8 @@ only; the service itself runs without torch).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import logging
 import os
@@ -43,29 +51,34 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import torch
 import transformers
-from pipeline import SERVICE_FILE, SERVICE_FORMAT, load_tokenizer, pad_token_of
-from st_config import SentenceConfig, UnsupportedModel, read_sentence_config
+from fusion import optimize_encoder, save_encoder
+from pipeline import SERVICE_FILE, SERVICE_FORMAT, batch_tokenizer, pad_token_of
+from saved_layer import EMBEDDINGS_DIR, TABLE_DTYPES, Trim, add_arguments, check_files, save_layer, summary, trim_of
+from st_config import SentenceConfig, UnsupportedModel, model_name, parse_dims, read_sentence_config
 from tokenizers import Tokenizer
 from torch import nn
 from transformers import BertModel
 
-from bertembed import BertEmbeddings
-
 ENCODER_FILE = "encoder.onnx"
-#: Where ``--table-dtype`` saves the converted embedding layer (relative to OUT_DIR).
-EMBEDDINGS_DIR = "embeddings"
-#: Table dtypes ``--table-dtype`` accepts.
-TABLE_DTYPES = ("float32", "bfloat16", "int8")
+__all__ = ["EMBEDDINGS_DIR", "ENCODER_FILE", "TABLE_DTYPES", "EncoderHead", "export", "main", "pool", "save_embeddings"]
 INPUTS = ("embeddings", "attention_mask")
 OUTPUT = "sentence_embedding"
+#: ONNX opset of the exported encoder.
+OPSET = 17
 
 #: Files copied from the Transformer module's directory (those present).
 TRANSFORMER_FILES = (
-    "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-    "special_tokens_map.json", "vocab.txt", "sentence_bert_config.json",
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "sentence_bert_config.json",
 )
 #: Files copied from the model's root directory (those present).
 ROOT_FILES = ("modules.json", "config_sentence_transformers.json")
@@ -129,8 +142,10 @@ class EncoderHead(nn.Module):
 
     def forward(self, embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         mask = attention_mask.to(embeddings.dtype)
-        # BertModel's additive mask: 0 where attended, the dtype's minimum at padding.
-        additive = (1.0 - mask)[:, None, None, :] * torch.finfo(embeddings.dtype).min
+        # BertModel's additive mask: 0 where attended, the dtype's minimum at padding. Written
+        # unsqueeze -> cast -> (1 - m) -> * min, the order ONNX Runtime's attention fusion matches.
+        expanded = attention_mask[:, None, None, :].to(embeddings.dtype)
+        additive = (1.0 - expanded) * torch.finfo(embeddings.dtype).min
         hidden = self.encoder(embeddings, attention_mask=additive).last_hidden_state
         pooled = torch.cat([pool(mode, hidden, mask) for mode in self.pooling], dim=-1)
         if self.normalize:
@@ -169,18 +184,28 @@ def _place_files(model_dir: Path, out_dir: Path, config: SentenceConfig, link: s
     return relative
 
 
-def _export_onnx(head: EncoderHead, hidden_size: int, path: Path) -> int:
-    """torch.onnx.export (the torch.export-based exporter) with dynamic batch and sequence."""
+def _export_onnx(head: EncoderHead, hidden_size: int) -> onnx.ModelProto:
+    """torch.onnx.export (the TorchScript exporter, whose graph ONNX Runtime's fusions match), dynamic axes."""
     example = (torch.zeros(2, 8, hidden_size), torch.ones(2, 8, dtype=torch.int64))
-    dynamic = {"embeddings": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
-    with warnings.catch_warnings():
+    axes = {"embeddings": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, OUTPUT: {0: "batch"}}
+    buffer = io.BytesIO()
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
-        program = torch.onnx.export(
-            head, example, None, dynamo=True, input_names=list(INPUTS), output_names=[OUTPUT],
-            dynamic_shapes=dynamic, optimize=True, verbose=False,
+        torch.onnx.export(
+            head,
+            example,
+            buffer,
+            dynamo=False,
+            input_names=list(INPUTS),
+            output_names=[OUTPUT],
+            dynamic_axes=axes,
+            opset_version=OPSET,
         )
-    program.save(str(path), external_data=False)
-    return next(int(o.version) for o in program.model_proto.opset_import if o.domain in ("", "ai.onnx"))
+    return onnx.load_from_string(buffer.getvalue())
 
 
 def _check(head: EncoderHead, model: BertModel, tokenizer: Tokenizer, path: Path) -> float:
@@ -191,7 +216,9 @@ def _check(head: EncoderHead, model: BertModel, tokenizer: Tokenizer, path: Path
     with torch.inference_mode():
         embeddings = model.embeddings(input_ids=ids, token_type_ids=torch.zeros_like(ids))
         expected = head(embeddings, mask).numpy()
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {"embeddings": embeddings.numpy(), "attention_mask": mask.numpy()})
     diff = float(np.abs(got - expected).max())
     if not diff <= CHECK_ATOL:
@@ -199,37 +226,42 @@ def _check(head: EncoderHead, model: BertModel, tokenizer: Tokenizer, path: Path
     return diff
 
 
-def save_embeddings(out_dir: str | os.PathLike[str], table_dtype: str) -> dict[str, object]:
-    """Convert the export's embedding layer to ``table_dtype``, save it, and point service.json at it.
+def save_embeddings(
+    out_dir: str | os.PathLike[str],
+    table_dtype: str | None,
+    *,
+    trim: Trim | None = None,
+    layer: str | os.PathLike[str] | None = None,
+) -> dict[str, object] | None:
+    """Convert (and trim) the export's embedding layer, save it, and point service.json at it.
 
     The layer is loaded from the export's ``model.safetensors`` (the copied
-    or linked checkpoint), converted, and written with ``save_pretrained``
-    into ``out_dir/embeddings``; ``service.json`` gets an ``embeddings``
-    entry (directory, table dtype, bytes of the tables) that the service's
-    embedding step maps instead of the checkpoint.
+    or linked checkpoint) or from `layer`, converted to `table_dtype`,
+    trimmed as `trim` says, and written with ``save_pretrained`` into
+    ``out_dir/embeddings``; ``service.json`` gets an ``embeddings`` entry
+    (directory, table dtype, bytes of the tables, the trim) that the
+    service's embedding step maps instead of the checkpoint
+    (:func:`saved_layer.save_layer`).
 
     Returns
     -------
-    dict
-        The ``embeddings`` entry written into service.json.
+    dict or None
+        The ``embeddings`` entry written into service.json (None: nothing asked for).
     """
-    if table_dtype not in TABLE_DTYPES:
-        raise ValueError(f"table_dtype must be one of {', '.join(TABLE_DTYPES)}, got {table_dtype!r}")
-    out_dir = Path(out_dir)
-    path = out_dir / SERVICE_FILE
-    service = json.loads(path.read_text(encoding="utf-8"))
-    layer = BertEmbeddings.from_pretrained(out_dir / service["sentence"]["transformer_dir"], table_dtype=table_dtype)
-    layer.save_pretrained(out_dir / EMBEDDINGS_DIR)
-    entry: dict[str, object] = {"dir": EMBEDDINGS_DIR, "table_dtype": layer.table_dtype, "bytes": layer.nbytes}
-    service["embeddings"] = entry
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(service, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return entry
+    return save_layer(out_dir, table_dtype=table_dtype, trim=trim, layer=layer)
 
 
-def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, link: str = "copy",
-           table_dtype: str | None = None) -> Path:
+def export(
+    model_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    link: str = "copy",
+    table_dtype: str | None = None,
+    trim: Trim | None = None,
+    layer: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    matryoshka: Sequence[int] = (),
+) -> Path:
     """Export the encoder of ``model_dir`` and put the service's files in ``out_dir``.
 
     Parameters
@@ -244,6 +276,16 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
     table_dtype : {None, "float32", "bfloat16", "int8"}
         Also save the embedding layer converted to this dtype (see
         :func:`save_embeddings`); None: the service maps the checkpoint.
+    trim : saved_layer.Trim, optional
+        Keep only the token rows it chooses (saved as `table_dtype` is).
+    layer : str or os.PathLike, optional
+        A saved layer (``bertembed trim``'s output) to map instead of the checkpoint's.
+    name : str, optional
+        The model name the service answers to (OpenAI ``model``, ``/info``);
+        default: the model directory's name.
+    matryoshka : sequence of int
+        Reduced sizes the model was trained for; the service then accepts a
+        request's ``dimensions``.
 
     Returns
     -------
@@ -265,7 +307,9 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
         raise ValueError(f"link must be 'copy' or 'symlink', got {link!r}")
     if table_dtype is not None and table_dtype not in TABLE_DTYPES:
         raise ValueError(f"table_dtype must be one of {', '.join(TABLE_DTYPES)}, got {table_dtype!r}")
+    check_files(trim, layer)
     model_dir, out_dir = Path(model_dir), Path(out_dir)
+    service_name = name or model_name(model_dir)
     config = read_sentence_config(model_dir)
     transformer = Path(config.transformer_dir)
     for name in ("model.safetensors", "tokenizer.json"):
@@ -276,13 +320,21 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
     pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
 
     model = BertModel.from_pretrained(transformer, attn_implementation="eager", add_pooling_layer=False).eval()
-    head = EncoderHead(model.encoder, config.pooling, config.normalize).eval()
+    # The encoder returns the pooled vectors; the pipeline normalises them (or not, on request).
+    head = EncoderHead(model.encoder, config.pooling, normalize=False).eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder_path = out_dir / ENCODER_FILE
-    opset = _export_onnx(head, config.hidden_size, encoder_path)
-    tokenizer = load_tokenizer(
-        transformer / "tokenizer.json", max_seq_length=config.max_seq_length,
-        do_lower_case=config.do_lower_case, pad_id=pad_id, pad_token=pad_token,
+    exported = _export_onnx(head, config.hidden_size)
+    optimized, fusions = optimize_encoder(
+        exported, num_heads=int(model_config["num_attention_heads"]), hidden_size=config.hidden_size
+    )
+    external = save_encoder(optimized, encoder_path)
+    tokenizer = batch_tokenizer(
+        transformer / "tokenizer.json",
+        max_seq_length=config.max_seq_length,
+        do_lower_case=config.do_lower_case,
+        pad_id=pad_id,
+        pad_token=pad_token,
     )
     diff = _check(head, model, tokenizer, encoder_path)
 
@@ -290,23 +342,32 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
     sentence = {**config.to_json(), "transformer_dir": relative, "dimension": config.dimension}
     service = {
         "format": SERVICE_FORMAT,
+        "name": service_name,
+        "matryoshka_dimensions": sorted(set(matryoshka), reverse=True),
         "source": str(model_dir.resolve()),
         "sentence": sentence,
         "pad_token_id": pad_id,
         "pad_token": pad_token,
         "encoder": {
-            "file": ENCODER_FILE, "inputs": list(INPUTS), "output": OUTPUT, "opset": opset,
+            "file": ENCODER_FILE,
+            "inputs": list(INPUTS),
+            "output": OUTPUT,
+            "opset": OPSET,
+            "external_data": ENCODER_FILE + ".data" if external else None,
+            "optimizer": fusions,
             "max_abs_diff_vs_torch": diff,
         },
-        "exported_with": {"torch": torch.__version__, "transformers": transformers.__version__,
-                          "onnxruntime": ort.__version__},
+        "exported_with": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "onnxruntime": ort.__version__,
+        },
     }
     path = out_dir / SERVICE_FILE
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(service, fh, indent=2)
         fh.write("\n")
-    if table_dtype is not None:
-        save_embeddings(out_dir, table_dtype)
+    save_embeddings(out_dir, table_dtype, trim=trim, layer=layer)
     return path
 
 
@@ -315,29 +376,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("model_dir", help="sentence-transformers BERT model directory")
     parser.add_argument("out_dir", help="where encoder.onnx and the service's files go")
-    parser.add_argument("--link", choices=("copy", "symlink"), default="copy",
-                        help="copy the model's files (default) or symlink them")
-    parser.add_argument("--table-dtype", choices=TABLE_DTYPES,
-                        help="also save the embedding layer with its tables converted to this dtype "
-                        "(OUT_DIR/embeddings/), for the workers to map (default: map model.safetensors)")
+    parser.add_argument(
+        "--link", choices=("copy", "symlink"), default="copy", help="copy the model's files (default) or symlink them"
+    )
+    add_arguments(parser, table_dtype=True)
+    parser.add_argument("--name", help="the model name the service answers to (default: MODEL_DIR's name)")
+    parser.add_argument(
+        "--matryoshka-dims",
+        type=parse_dims,
+        default=[],
+        metavar="D1,D2,...",
+        help="the reduced sizes the model was trained for (Matryoshka loss; see its model card): only then "
+        "does the service accept a request's 'dimensions' (any size up to the full one)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show the libraries' own load reports and warnings")
     args = parser.parse_args(argv)
-    transformers.logging.set_verbosity_error()  # no load report for the unused pooler weights
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # no notes about torchvision ops
+    if not args.verbose:
+        transformers.logging.set_verbosity_error()  # no load report for the unused pooler weights
+        transformers.utils.logging.disable_progress_bar()
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # no notes about torchvision ops
+        ort.set_default_logger_severity(3)
     try:
-        path = export(args.model_dir, args.out_dir, link=args.link, table_dtype=args.table_dtype)
+        path = export(
+            args.model_dir,
+            args.out_dir,
+            link=args.link,
+            table_dtype=args.table_dtype,
+            trim=trim_of(args),
+            layer=args.layer,
+            name=args.name,
+            matryoshka=args.matryoshka_dims,
+        )
     except UnsupportedModel as exc:
         print(f"export_encoder.py: not supported: {exc}", file=sys.stderr)
         return 2
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"export_encoder.py: {exc}", file=sys.stderr)
+        return 2
     service = json.loads(path.read_text())
     sentence = service["sentence"]
-    print(f"wrote {path.parent / ENCODER_FILE} (opset {service['encoder']['opset']}, "
-          f"max |onnxruntime - torch| = {service['encoder']['max_abs_diff_vs_torch']:.2g})")
-    print(f"pooling {'+'.join(sentence['pooling'])}, normalize {sentence['normalize']}, "
-          f"max_seq_length {sentence['max_seq_length']}, dimension {sentence['dimension']}")
+    encoder = service["encoder"]
+    fused = ", ".join(f"{count} {op}" for op, count in encoder["optimizer"]["fused"].items()) or "nothing fused"
+    print(
+        f"wrote {path.parent / ENCODER_FILE} (opset {encoder['opset']}, {fused}; "
+        f"max |onnxruntime - torch| = {encoder['max_abs_diff_vs_torch']:.2g})"
+    )
+    if encoder["external_data"]:
+        print(f"wrote {path.parent / encoder['external_data']} (the encoder's weights: keep it beside encoder.onnx)")
+    print(
+        f"pooling {'+'.join(sentence['pooling'])}, normalize {sentence['normalize']}, "
+        f"max_seq_length {sentence['max_seq_length']}, dimension {sentence['dimension']}"
+    )
     if "embeddings" in service:
-        saved = service["embeddings"]
-        print(f"wrote {path.parent / saved['dir']}/ ({saved['table_dtype']} tables, "
-              f"{saved['bytes'] / 2**20:.1f} MiB)")
+        print(summary(service["embeddings"], path.parent))
     return 0
 
 

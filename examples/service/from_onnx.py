@@ -2,7 +2,9 @@
 
 Usage::
 
-    python from_onnx.py MODEL_DIR OUT_DIR [--onnx MODEL.onnx]
+    python from_onnx.py MODEL_DIR OUT_DIR [--onnx MODEL.onnx] [--name NAME] [--verbose]
+                        [--trim-corpus FILE... | --trim-ids FILE | --trim-scripts NAMES...]
+                        [--trim-min-count N] [--trim-unknown {error,unk}] [--layer DIR]
 
 ``MODEL_DIR`` is the sentence-transformers model directory (``modules.json``,
 the tokenizer, the Pooling config); ``MODEL.onnx`` is the whole transformer
@@ -20,7 +22,10 @@ keep it. What it does:
 3. the tokenizer files and the sentence-transformers configs are copied next
    to the layer, and ``service.json`` is written;
 4. the result is checked: the service's pipeline against the whole ONNX model
-   (ONNX Runtime) followed by the same pooling in NumPy, on a few texts.
+   (ONNX Runtime) followed by the same pooling in NumPy, on a few texts;
+5. with ``--trim-*`` (or ``--layer DIR``, a layer ``bertembed trim`` saved),
+   the layer the workers map is saved into ``OUT_DIR/embeddings/``, trimmed
+   (see ``saved_layer.py``), after the check.
 
 Needs bertembed, onnx, onnxruntime, tokenizers and numpy: the service's own
 packages plus ``onnx``.
@@ -38,9 +43,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+from fusion import optimize_encoder, save_encoder
 from onnx import TensorProto, helper, numpy_helper
-from pipeline import SERVICE_FILE, SERVICE_FORMAT, SentenceEmbedder, load_tokenizer, pad_token_of
-from st_config import SentenceConfig, UnsupportedModel, read_sentence_config
+from pipeline import SERVICE_FILE, SERVICE_FORMAT, SentenceEmbedder, batch_tokenizer, pad_token_of
+from saved_layer import Trim, add_arguments, check_files, save_layer, summary, trim_of
+from st_config import SentenceConfig, UnsupportedModel, model_name, parse_dims, read_sentence_config
 
 from bertembed.onnx import split_model
 
@@ -51,8 +58,13 @@ OUTPUT = "sentence_embedding"
 #: Pooling modes this script appends as ONNX nodes.
 POOLING = ("cls", "max", "mean", "mean_sqrt_len_tokens")
 #: Files copied from the Transformer module's directory (those present).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                   "sentence_bert_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "sentence_bert_config.json",
+)
 ROOT_FILES = ("modules.json", "config_sentence_transformers.json")
 CHECK_ATOL = 1e-4
 CHECK_TEXTS = ("A short sentence.", "", "Ünïcödé façade, 東京 and 🚀 " * 40)
@@ -88,9 +100,12 @@ def _reduce(op: str, x: str, axis: int, out: str, opset: int, keepdims: int = 0)
     """A Reduce node over one axis, axes as an attribute or an input as the opset wants."""
     axes_as_input = opset >= (13 if op == "ReduceSum" else 18)
     if axes_as_input:
-        return [helper.make_node("Constant", [], [f"{out}_axes"], value=numpy_helper.from_array(
-                    np.array([axis], np.int64))),
-                helper.make_node(op, [x, f"{out}_axes"], [out], keepdims=keepdims)]
+        return [
+            helper.make_node(
+                "Constant", [], [f"{out}_axes"], value=numpy_helper.from_array(np.array([axis], np.int64))
+            ),
+            helper.make_node(op, [x, f"{out}_axes"], [out], keepdims=keepdims),
+        ]
     return [helper.make_node(op, [x], [out], axes=[axis], keepdims=keepdims)]
 
 
@@ -108,8 +123,9 @@ def _hidden_output(model: onnx.ModelProto) -> str:
     raise UnsupportedModel(f"the ONNX model has outputs {outputs}; none is last_hidden_state or token_embeddings")
 
 
-def append_pooling(encoder: onnx.ModelProto, config: SentenceConfig) -> onnx.ModelProto:
-    """The split encoder with pooling (and normalisation) after it: ``embeddings``, mask -> ``sentence_embedding``."""
+def append_pooling(encoder: onnx.ModelProto, config: SentenceConfig, normalize: bool = False) -> onnx.ModelProto:
+    """The split encoder with pooling (and, with ``normalize``, L2 normalisation) after it:
+    ``embeddings``, mask -> ``sentence_embedding``. The service's encoder leaves normalisation to the pipeline."""
     g = encoder.graph
     names = [i.name for i in g.input]
     if names != ["inputs_embeds", "attention_mask"]:
@@ -124,44 +140,54 @@ def append_pooling(encoder: onnx.ModelProto, config: SentenceConfig) -> onnx.Mod
         for k, name in enumerate(node.input):
             if name == "inputs_embeds":
                 node.input[k] = INPUTS[0]
-    nodes = [helper.make_node("Cast", ["attention_mask"], ["pool_mask"], to=TensorProto.FLOAT),
-             helper.make_node("Constant", [], ["pool_axis2"], value=numpy_helper.from_array(np.array([2], np.int64))),
-             helper.make_node("Unsqueeze", ["pool_mask", "pool_axis2"], ["pool_mask3"]),
-             _const("pool_tiny", 1e-9), _const("pool_eps", 1e-12)]
+    nodes = [
+        helper.make_node("Cast", ["attention_mask"], ["pool_mask"], to=TensorProto.FLOAT),
+        helper.make_node("Constant", [], ["pool_axis2"], value=numpy_helper.from_array(np.array([2], np.int64))),
+        helper.make_node("Unsqueeze", ["pool_mask", "pool_axis2"], ["pool_mask3"]),
+        _const("pool_tiny", 1e-9),
+        _const("pool_eps", 1e-12),
+    ]
     if "max" in config.pooling:
         nodes += [_const("pool_zero", 0.0), _const("pool_neg_inf", -np.inf)]
-    if not config.normalize:
+    if not normalize:
         nodes = [n for n in nodes if n.output[0] != "pool_eps"]
     parts = []
     for k, mode in enumerate(config.pooling):
         out = f"pool_{k}_{mode}"
         if mode == "cls":
-            nodes.append(helper.make_node("Constant", [], [f"{out}_index"],
-                                          value=numpy_helper.from_array(np.array(0, np.int64))))
+            nodes.append(
+                helper.make_node("Constant", [], [f"{out}_index"], value=numpy_helper.from_array(np.array(0, np.int64)))
+            )
             nodes.append(helper.make_node("Gather", [hidden, f"{out}_index"], [out], axis=1))
         elif mode == "max":
-            nodes += [helper.make_node("Equal", ["pool_mask3", "pool_zero"], [f"{out}_pad"]),
-                      helper.make_node("Where", [f"{out}_pad", "pool_neg_inf", hidden], [f"{out}_masked"]),
-                      *_reduce("ReduceMax", f"{out}_masked", 1, out, opset)]
+            nodes += [
+                helper.make_node("Equal", ["pool_mask3", "pool_zero"], [f"{out}_pad"]),
+                helper.make_node("Where", [f"{out}_pad", "pool_neg_inf", hidden], [f"{out}_masked"]),
+                *_reduce("ReduceMax", f"{out}_masked", 1, out, opset),
+            ]
         else:
-            nodes += [helper.make_node("Mul", [hidden, "pool_mask3"], [f"{out}_weighted"]),
-                      *_reduce("ReduceSum", f"{out}_weighted", 1, f"{out}_total", opset),
-                      *_reduce("ReduceSum", "pool_mask3", 1, f"{out}_count0", opset),
-                      helper.make_node("Max", [f"{out}_count0", "pool_tiny"], [f"{out}_count"])]
+            nodes += [
+                helper.make_node("Mul", [hidden, "pool_mask3"], [f"{out}_weighted"]),
+                *_reduce("ReduceSum", f"{out}_weighted", 1, f"{out}_total", opset),
+                *_reduce("ReduceSum", "pool_mask3", 1, f"{out}_count0", opset),
+                helper.make_node("Max", [f"{out}_count0", "pool_tiny"], [f"{out}_count"]),
+            ]
             if mode == "mean_sqrt_len_tokens":
                 nodes.append(helper.make_node("Sqrt", [f"{out}_count"], [f"{out}_sqrt"]))
                 nodes.append(helper.make_node("Div", [f"{out}_total", f"{out}_sqrt"], [out]))
             else:
                 nodes.append(helper.make_node("Div", [f"{out}_total", f"{out}_count"], [out]))
         parts.append(out)
-    pooled = "pool_concat" if config.normalize else OUTPUT
+    pooled = "pool_concat" if normalize else OUTPUT
     nodes.append(helper.make_node("Concat", parts, [pooled], axis=-1))
-    if config.normalize:
-        nodes += [helper.make_node("Mul", [pooled, pooled], ["norm_sq"]),
-                  *_reduce("ReduceSum", "norm_sq", -1, "norm_sum", opset, keepdims=1),
-                  helper.make_node("Sqrt", ["norm_sum"], ["norm"]),
-                  helper.make_node("Max", ["norm", "pool_eps"], ["norm_clamped"]),
-                  helper.make_node("Div", [pooled, "norm_clamped"], [OUTPUT])]
+    if normalize:
+        nodes += [
+            helper.make_node("Mul", [pooled, pooled], ["norm_sq"]),
+            *_reduce("ReduceSum", "norm_sq", -1, "norm_sum", opset, keepdims=1),
+            helper.make_node("Sqrt", ["norm_sum"], ["norm"]),
+            helper.make_node("Max", ["norm", "pool_eps"], ["norm_clamped"]),
+            helper.make_node("Div", [pooled, "norm_clamped"], [OUTPUT]),
+        ]
     g.node.extend(nodes)
     del g.output[:]
     g.output.append(helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", config.dimension]))
@@ -170,9 +196,13 @@ def append_pooling(encoder: onnx.ModelProto, config: SentenceConfig) -> onnx.Mod
 
 def _check(whole_path: Path, config: SentenceConfig, out_dir: Path, pad_id: int, pad_token: str) -> float:
     """Largest difference between the service's pipeline and the whole ONNX model + NumPy pooling."""
-    tokenizer = load_tokenizer(Path(config.transformer_dir) / "tokenizer.json",
-                               max_seq_length=config.max_seq_length, do_lower_case=config.do_lower_case,
-                               pad_id=pad_id, pad_token=pad_token)
+    tokenizer = batch_tokenizer(
+        Path(config.transformer_dir) / "tokenizer.json",
+        max_seq_length=config.max_seq_length,
+        do_lower_case=config.do_lower_case,
+        pad_id=pad_id,
+        pad_token=pad_token,
+    )
     whole = ort.InferenceSession(str(whole_path), providers=["CPUExecutionProvider"])
     embedder = SentenceEmbedder(out_dir)
     embedder.start()
@@ -189,8 +219,21 @@ def _check(whole_path: Path, config: SentenceConfig, out_dir: Path, pad_id: int,
     return float(np.abs(got - want).max())
 
 
-def build(model_dir: str | Path, out_dir: str | Path, onnx_path: str | Path | None = None) -> Path:
+def build(
+    model_dir: str | Path,
+    out_dir: str | Path,
+    onnx_path: str | Path | None = None,
+    *,
+    name: str | None = None,
+    matryoshka: Sequence[int] = (),
+    trim: Trim | None = None,
+    layer: str | Path | None = None,
+) -> Path:
     """Write ``OUT_DIR`` for run.sh from a whole-model ONNX file; return the path of service.json.
+
+    With `trim` or `layer`, the layer the workers map is then saved as
+    :func:`saved_layer.save_layer` does (after the check, which runs on the
+    split's whole layer).
 
     Raises
     ------
@@ -199,7 +242,9 @@ def build(model_dir: str | Path, out_dir: str | Path, onnx_path: str | Path | No
     ValueError
         The ONNX graph cannot be split (the message names the node), or the check failed.
     """
+    check_files(trim, layer)
     model_dir, out_dir = Path(model_dir), Path(out_dir)
+    service_name = name or model_name(model_dir)
     whole_path = Path(onnx_path) if onnx_path is not None else model_dir / "onnx" / "model.onnx"
     if not whole_path.is_file():
         raise FileNotFoundError(f"{whole_path}: no such file (give the whole-model ONNX file with --onnx)")
@@ -207,37 +252,46 @@ def build(model_dir: str | Path, out_dir: str | Path, onnx_path: str | Path | No
     transformer = Path(config.transformer_dir)
     layer_dir = out_dir / LAYER_DIR
     result = split_model(whole_path, layer_dir)
-    encoder = onnx.load(str(result.encoder))
-    external = (layer_dir / "encoder.onnx.data").exists()
-    encoder = append_pooling(encoder, config)
-    target = out_dir / ENCODER_FILE
-    if external:
-        onnx.save_model(encoder, str(target), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=ENCODER_FILE + ".data")
+    encoder = append_pooling(onnx.load(str(result.encoder)), config)
+    with open(transformer / "config.json", encoding="utf-8") as fh:
+        model_config = json.load(fh)
+    heads = model_config.get("num_attention_heads", model_config.get("n_heads"))
+    if heads:
+        encoder, fusions = optimize_encoder(encoder, num_heads=int(heads), hidden_size=config.hidden_size)
     else:
-        onnx.save_model(encoder, str(target))
+        fusions = {"fused": {}, "scale_rewrites": 0}
     for name in ("encoder.onnx", "encoder.onnx.data"):
         (layer_dir / name).unlink(missing_ok=True)
+    external = save_encoder(encoder, out_dir / ENCODER_FILE)
     for name in TOKENIZER_FILES:
         if (transformer / name).is_file():
             shutil.copyfile(transformer / name, layer_dir / name)
     for name in ROOT_FILES:
         if (model_dir / name).is_file():
             shutil.copyfile(model_dir / name, out_dir / name)
-    with open(transformer / "config.json", encoding="utf-8") as fh:
-        model_config = json.load(fh)
     pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
     sentence = {**config.to_json(), "transformer_dir": LAYER_DIR, "dimension": config.dimension}
     service = {
         "format": SERVICE_FORMAT,
+        "name": service_name,
+        "matryoshka_dimensions": sorted(set(matryoshka), reverse=True),
         "source": str(whole_path.resolve()),
         "sentence": sentence,
         "pad_token_id": pad_id,
         "pad_token": pad_token,
-        "encoder": {"file": ENCODER_FILE, "inputs": list(INPUTS), "output": OUTPUT,
-                    "split": {"model_type": result.model_type, "position_rule": result.position_rule,
-                              "layer_norm": result.layer_norm,
-                              "max_abs_diff_layer_vs_graph": result.max_difference}},
+        "encoder": {
+            "file": ENCODER_FILE,
+            "inputs": list(INPUTS),
+            "output": OUTPUT,
+            "external_data": ENCODER_FILE + ".data" if external else None,
+            "optimizer": fusions,
+            "split": {
+                "model_type": result.model_type,
+                "position_rule": result.position_rule,
+                "layer_norm": result.layer_norm,
+                "max_abs_diff_layer_vs_graph": result.max_difference,
+            },
+        },
         "built_with": {"onnx": onnx.__version__, "onnxruntime": ort.__version__},
     }
     path = out_dir / SERVICE_FILE
@@ -245,10 +299,13 @@ def build(model_dir: str | Path, out_dir: str | Path, onnx_path: str | Path | No
     diff = _check(whole_path, config, out_dir, pad_id, pad_token)
     if not diff <= CHECK_ATOL:
         path.unlink()
-        raise ValueError(f"the service's pipeline differs from the whole ONNX model by {diff:.3g} "
-                         f"(> {CHECK_ATOL}); {path} not written")
+        raise ValueError(
+            f"the service's pipeline differs from the whole ONNX model by {diff:.3g} "
+            f"(> {CHECK_ATOL}); {path} not written"
+        )
     service["encoder"]["max_abs_diff_vs_whole_model"] = diff
     path.write_text(json.dumps(service, indent=2) + "\n", encoding="utf-8")
+    save_layer(out_dir, trim=trim, layer=layer)
     return path
 
 
@@ -258,19 +315,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("model_dir", help="sentence-transformers model directory (tokenizer, modules.json)")
     parser.add_argument("out_dir", help="where encoder.onnx, the layer and service.json go")
     parser.add_argument("--onnx", help="the whole-model ONNX file (default MODEL_DIR/onnx/model.onnx)")
+    parser.add_argument("--name", help="the model name the service answers to (default: MODEL_DIR's name)")
+    parser.add_argument(
+        "--matryoshka-dims",
+        type=parse_dims,
+        default=[],
+        metavar="D1,D2,...",
+        help="the reduced sizes the model was trained for (Matryoshka loss; see its model card): only then "
+        "does the service accept a request's 'dimensions' (any size up to the full one)",
+    )
+    add_arguments(parser, table_dtype=False)
+    parser.add_argument("--verbose", action="store_true", help="show ONNX Runtime's warnings")
     args = parser.parse_args(argv)
+    if not args.verbose:
+        ort.set_default_logger_severity(3)
     try:
-        path = build(args.model_dir, args.out_dir, args.onnx)
+        path = build(
+            args.model_dir,
+            args.out_dir,
+            args.onnx,
+            name=args.name,
+            matryoshka=args.matryoshka_dims,
+            trim=trim_of(args),
+            layer=args.layer,
+        )
     except (UnsupportedModel, ValueError, FileNotFoundError) as exc:
         print(f"from_onnx.py: {exc}", file=sys.stderr)
         return 2
     service = json.loads(path.read_text())
     split, sentence = service["encoder"]["split"], service["sentence"]
-    print(f"wrote {path.parent / ENCODER_FILE} and {path.parent / LAYER_DIR}/ (model_type {split['model_type']}, "
-          f"positions {split['position_rule']}, max |service - whole model| = "
-          f"{service['encoder']['max_abs_diff_vs_whole_model']:.2g})")
-    print(f"pooling {'+'.join(sentence['pooling'])}, normalize {sentence['normalize']}, "
-          f"max_seq_length {sentence['max_seq_length']}, dimension {sentence['dimension']}")
+    fused = ", ".join(f"{n} {op}" for op, n in service["encoder"]["optimizer"]["fused"].items()) or "nothing fused"
+    print(
+        f"wrote {path.parent / ENCODER_FILE} and {path.parent / LAYER_DIR}/ (model_type {split['model_type']}, "
+        f"positions {split['position_rule']}, {fused}; max |service - whole model| = "
+        f"{service['encoder']['max_abs_diff_vs_whole_model']:.2g})"
+    )
+    if service["encoder"]["external_data"]:
+        print(f"wrote {path.parent / service['encoder']['external_data']} (the encoder's weights: keep it beside it)")
+    print(
+        f"pooling {'+'.join(sentence['pooling'])}, normalize {sentence['normalize']}, "
+        f"max_seq_length {sentence['max_seq_length']}, dimension {sentence['dimension']}"
+    )
+    if "embeddings" in service:
+        print(summary(service["embeddings"], path.parent))
     return 0
 
 

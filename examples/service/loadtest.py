@@ -103,9 +103,12 @@ class Report:
             for name, ms in o.timings.items():
                 stages.setdefault(name, []).append(ms)
         return {
-            "requests": len(self.outcomes), "failed": len(self.failed), "clients": self.clients,
+            "requests": len(self.outcomes),
+            "failed": len(self.failed),
+            "clients": self.clients,
             "texts_per_request": self.texts,
-            "p50_ms": cuts[49] if cuts else float("nan"), "p99_ms": cuts[98] if cuts else float("nan"),
+            "p50_ms": cuts[49] if cuts else float("nan"),
+            "p99_ms": cuts[98] if cuts else float("nan"),
             "mean_ms": statistics.fmean(latencies) if latencies else float("nan"),
             "rps": len(latencies) / self.wall if self.wall > 0 else float("nan"),
             "server_ms": {name: statistics.fmean(v) for name, v in stages.items()},
@@ -208,10 +211,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the summary to this file")
     args = parser.parse_args(argv)
-    report = asyncio.run(run_load(
-        args.url.rstrip("/"), clients=args.clients, requests=args.requests, texts=args.texts,
-        words=args.words, new_connections=args.new_connections, seed=args.seed,
-    ))
+    report = asyncio.run(
+        run_load(
+            args.url.rstrip("/"),
+            clients=args.clients,
+            requests=args.requests,
+            texts=args.texts,
+            words=args.words,
+            new_connections=args.new_connections,
+            seed=args.seed,
+        )
+    )
     summary = report.summary()
     print(format_summary(summary))
     if args.json:

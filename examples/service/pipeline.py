@@ -3,14 +3,24 @@
 No torch here (the torch embedding step used for the comparison lives in
 ``torch_embedding.py`` and is imported only when asked for). What runs:
 
-1. the model's own ``tokenizer.json`` (the ``tokenizers`` package), truncated
-   to sentence-transformers' ``max_seq_length`` and padded to the longest
-   text of the request;
-2. the embedding layer: ``bertembed.BertEmbeddings`` loaded from
-   ``model.safetensors``, memory-mapped read-only (token + position + segment
-   rows, LayerNorm fused), float32 (B, S, H);
-3. ``encoder.onnx`` in ONNX Runtime: the transformer layers, the pooling and
-   the normalisation (exported by ``export_encoder.py``), float32 (B, D).
+1. the model's own ``tokenizer.json`` (the ``tokenizers`` package): each text
+   to its token ids, truncated to sentence-transformers' ``max_seq_length``
+   (from the right, or the left on request), with the model's special tokens;
+2. the texts sorted by token length and cut into encoder calls that pad
+   little (:func:`batching.plan_batches`; at most ``batch_size`` texts and
+   ``max_batch_tokens`` padded tokens per call), results put back in the
+   caller's order;
+3. the embedding layer of each call: ``bertembed.BertEmbeddings`` loaded from
+   ``model.safetensors`` (or the layer the export saved: converted, or
+   trimmed to the token rows a corpus or scripts need), memory-mapped
+   read-only (token + position + segment rows, LayerNorm fused), float32
+   (B, S, H); with a trimmed layer whose unknown rule is ``"error"``, a text
+   with a trimmed-away token is refused (:class:`TrimmedToken`) before it
+   reaches a batch;
+4. ``encoder.onnx`` in ONNX Runtime: the transformer layers with ONNX
+   Runtime's fused kernels and the pooling (exported by ``export_encoder.py``
+   or ``from_onnx.py``), float32 (B, D); then L2 normalisation in NumPy when
+   the model has a Normalize module (or a request asks for it).
 
 :class:`SentenceEmbedder` is built in two steps because of pre-fork servers:
 the constructor (in the gunicorn master with ``--preload``) maps the
@@ -34,13 +44,30 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 import onnxruntime as ort
+from batching import plan_batches
 from tokenizers import Tokenizer, normalizers
 
 from bertembed import BertEmbeddings
 
 #: What export_encoder.py writes next to encoder.onnx.
 SERVICE_FILE = "service.json"
-SERVICE_FORMAT = 1
+#: 2: the encoder returns the pooled vectors; normalisation is done by the pipeline.
+SERVICE_FORMAT = 2
+
+#: Texts per encoder call (sentence-transformers' default batch size).
+DEFAULT_BATCH_SIZE = 32
+#: Padded tokens per encoder call: bounds the encoder's working memory (see README.md, "Memory").
+DEFAULT_MAX_BATCH_TOKENS = 4096
+#: ONNX Runtime's CPU memory arena: "shrink" (kept between calls, its unused chunks given back after
+#: each call), "on" (kept at its largest size), "off" (every buffer from malloc).
+ARENA_MODES = ("shrink", "on", "off")
+#: graph_optimization_level names accepted by ``SentenceEmbedder(graph_optimization=...)``.
+GRAPH_LEVELS = {
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+DEFAULT_GRAPH_LEVEL = "all"
 
 #: The embedding steps the service can run (``torch`` is the comparison).
 EMBEDDINGS = ("bertembed", "torch")
@@ -74,42 +101,87 @@ def read_service_config(service_dir: str | os.PathLike[str]) -> dict[str, Any]:
     with open(path, encoding="utf-8") as fh:
         config = json.load(fh)
     if config.get("format") != SERVICE_FORMAT:
-        raise ValueError(f"{path}: format {config.get('format')!r}, expected {SERVICE_FORMAT}; export again")
+        raise ValueError(
+            f"{path}: format {config.get('format')!r}, expected {SERVICE_FORMAT}; "
+            "build the directory again with export_encoder.py or from_onnx.py"
+        )
     config["sentence"]["transformer_dir"] = str(root / config["sentence"]["transformer_dir"])
     config["encoder"]["path"] = str(root / config["encoder"]["file"])
-    if "embeddings" in config:  # a converted embedding layer (export_encoder.py --table-dtype)
+    if "embeddings" in config:  # a saved embedding layer (--table-dtype, --trim-*, --layer; saved_layer.py)
         config["embeddings"]["path"] = str(root / config["embeddings"]["dir"])
     return config
 
 
-def load_tokenizer(path: str | os.PathLike[str], *, max_seq_length: int, do_lower_case: bool,
-                   pad_id: int, pad_token: str) -> Tokenizer:
-    """The model's ``tokenizer.json`` set up as sentence-transformers uses it.
+def load_tokenizer(path: str | os.PathLike[str], *, do_lower_case: bool) -> Tokenizer:
+    """The model's ``tokenizer.json``, without truncation or padding (the pipeline does both).
 
-    Truncation to ``max_seq_length`` tokens (special tokens included, longest
-    first, from the right) and padding to the longest text of a batch; these
-    replace whatever truncation and padding the file itself sets. With
-    ``do_lower_case`` a Lowercase normaliser is put in front of the file's
-    own, unless it already has one (sentence-transformers' rule).
+    With ``do_lower_case`` a Lowercase normaliser is put in front of the
+    file's own, unless it already has one (sentence-transformers' rule).
 
     Examples
     --------
-    >>> tok = load_tokenizer("out/tokenizer.json", max_seq_length=256,
-    ...                      do_lower_case=False, pad_id=0, pad_token="[PAD]")  # doctest: +SKIP
-    >>> tok.encode("Hello world").ids  # doctest: +SKIP
-    [101, 7592, 2088, 102]
+    >>> tok = load_tokenizer("out/transformer/tokenizer.json", do_lower_case=False)  # doctest: +SKIP
+    >>> tok.encode("Hello world", add_special_tokens=False).ids  # doctest: +SKIP
+    [7592, 2088]
     """
     tokenizer = Tokenizer.from_file(str(path))
     if do_lower_case:
         current = tokenizer.normalizer
         parts = list(current) if isinstance(current, normalizers.Sequence) else [current]
         if not any(isinstance(n, normalizers.Lowercase) for n in parts):
-            tokenizer.normalizer = normalizers.Sequence(
-                [normalizers.Lowercase(), *(n for n in parts if n is not None)]
-            )
+            tokenizer.normalizer = normalizers.Sequence([normalizers.Lowercase(), *(n for n in parts if n is not None)])
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def batch_tokenizer(
+    path: str | os.PathLike[str], *, max_seq_length: int, do_lower_case: bool, pad_id: int, pad_token: str
+) -> Tokenizer:
+    """:func:`load_tokenizer` that truncates (from the right) and pads a batch itself: the build checks' reference."""
+    tokenizer = load_tokenizer(path, do_lower_case=do_lower_case)
     tokenizer.enable_truncation(max_length=max_seq_length, strategy="longest_first", direction="right")
     tokenizer.enable_padding(pad_id=pad_id, pad_token=pad_token, direction="right")
     return tokenizer
+
+
+def special_tokens(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
+    """The special token ids the tokenizer puts before and after a text (``[CLS]`` and ``[SEP]`` for BERT)."""
+    encoding = tokenizer.encode("a", add_special_tokens=True)
+    ids, special = encoding.ids, encoding.special_tokens_mask
+    first = next((k for k, flag in enumerate(special) if not flag), len(ids))
+    last = max((k for k, flag in enumerate(special) if not flag), default=len(ids) - 1)
+    prefix, suffix = ids[:first], ids[last + 1 :]
+    if len(prefix) + len(suffix) != tokenizer.num_special_tokens_to_add(False):
+        raise ValueError("the tokenizer's special tokens are not all before and after the text")
+    return list(prefix), list(suffix)
+
+
+class TrimmedToken(ValueError):
+    """An input has a token that the trimmed embedding layer does not keep (its unknown rule is "error").
+
+    Attributes
+    ----------
+    index : int
+        The input.
+    position : int
+        The token's position in the input's ids (special tokens counted).
+    token_id : int
+    token : str
+        The tokenizer's string for the id.
+    """
+
+    def __init__(self, index: int, position: int, token_id: int, token: str) -> None:
+        super().__init__(f"input {index}: token {token!r} (id {token_id}) at position {position} is not kept")
+        self.index, self.position, self.token_id, self.token = index, position, token_id, token
+
+
+class InputTooLong(ValueError):
+    """An input has more tokens than the model takes, and truncation was not asked for."""
+
+    def __init__(self, index: int, tokens: int, limit: int) -> None:
+        super().__init__(f"input {index} has {tokens} tokens, more than the model's {limit}")
+        self.index, self.tokens, self.limit = index, tokens, limit
 
 
 def pad_token_of(tokenizer_path: str | os.PathLike[str], model_config: dict) -> tuple[int, str]:
@@ -128,8 +200,9 @@ class BertembedStep:
     ----------
     model_dir : str or os.PathLike
         Directory with config.json and model.safetensors: the model's, or an
-        embedding layer saved by ``export_encoder.py --table-dtype`` (its
-        tables as converted, mapped the same way).
+        embedding layer saved by an export's ``--table-dtype``, ``--trim-*``
+        or ``--layer`` (its tables as converted or trimmed, mapped the same
+        way; a trimmed layer's kept ids are in :attr:`kept`).
     threads : int
         OpenMP threads per call (``num_threads``).
     """
@@ -140,6 +213,11 @@ class BertembedStep:
         self.layer = BertEmbeddings.from_pretrained(model_dir)
         self.threads = threads
         self.vocab_size = self.layer.vocab_size
+        #: Which ids have a row (a trimmed layer's kept ids); None when every id does.
+        self.kept: np.ndarray | None = None
+        if self.layer.is_trimmed:
+            self.kept = np.zeros(self.vocab_size, dtype=bool)
+            self.kept[self.layer.kept_ids] = True
 
     def start(self) -> None:
         """Fault every table page in once (in each worker, after the fork).
@@ -149,18 +227,19 @@ class BertembedStep:
         every worker maps the same ones, so this costs no private memory.
         """
         threads = self.threads
-        rows = self.layer.vocab_size
+        kept = self.layer.kept_ids  # a trimmed layer's rows: the ids it keeps
+        rows = kept.size
         width = self.layer.max_positions
-        ids = np.zeros(-(-rows // width) * width, dtype=np.int64)
-        ids[:rows] = np.arange(rows)
+        ids = np.full(-(-rows // width) * width, kept[0], dtype=np.int64)
+        ids[:rows] = kept
         ids = ids.reshape(-1, width)
         out = np.empty((8, width, self.layer.hidden_size), dtype=np.float32)
         for begin in range(0, ids.shape[0], 8):
-            chunk = ids[begin:begin + 8]
-            self.layer(chunk, out=out[:chunk.shape[0]], num_threads=threads)
+            chunk = ids[begin : begin + 8]
+            self.layer(chunk, out=out[: chunk.shape[0]], num_threads=threads)
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
-        """float32 (B, S, H) embeddings of int64 (B, S) ids (segment 0, positions 0..S-1)."""
+        """float32 (B, S, H) embeddings of int64 (B, S) ids (segment 0, the layer's position rule)."""
         return self.layer(ids, num_threads=self.threads)
 
 
@@ -175,19 +254,42 @@ def make_embedding_step(kind: str, model_dir: str | os.PathLike[str], threads: i
     raise ValueError(f"embedding step {kind!r} unknown; choose one of {EMBEDDINGS}")
 
 
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalised rows (``torch.nn.functional.normalize``'s rule: divided by max(norm, 1e-12)).
+
+    Examples
+    --------
+    >>> normalize_rows(np.array([[3.0, 4.0], [0.0, 0.0]], np.float32)).tolist()
+    [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
+    """
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(vectors.dtype, copy=False)
+
+
 class SentenceEmbedder:
     """Sentence embeddings of texts, as the model's sentence-transformers pipeline computes them.
 
     Parameters
     ----------
     service_dir : str or os.PathLike
-        The output directory of ``export_encoder.py``.
+        The output directory of ``export_encoder.py`` or ``from_onnx.py``.
     embedding : {"bertembed", "torch"}
         Which embedding step to run (``torch`` is the comparison).
     threads : int
-        Threads for one request, used by ONNX Runtime (intra-op) and by the
-        embedding step. One request runs at a time per process, so a process
-        never uses more than ``threads`` cores.
+        ONNX Runtime's intra-op threads. One encoder call runs at a time per
+        process, so a process never keeps more than ``threads`` cores busy.
+    embed_threads : int
+        bertembed's threads for the embedding step (default 1: the step takes
+        well under 1% of a call, and one thread starts no OpenMP pool that
+        could spin while the encoder runs).
+    batch_size : int
+        Most texts per encoder call.
+    max_batch_tokens : int
+        Most padded tokens per encoder call (bounds the encoder's memory).
+    arena : {"shrink", "on", "off"}
+        ONNX Runtime's CPU memory arena (see :data:`ARENA_MODES`).
+    graph_optimization : {"basic", "extended", "all"}
+        ONNX Runtime's graph optimisation level for the session.
 
     Raises
     ------
@@ -197,83 +299,227 @@ class SentenceEmbedder:
 
     Examples
     --------
-    >>> embedder = SentenceEmbedder("out/", threads=1)  # doctest: +SKIP
+    >>> embedder = SentenceEmbedder("out/", threads=2)  # doctest: +SKIP
     >>> embedder.start()  # doctest: +SKIP
-    >>> vectors, timings = embedder.embed(["A sentence.", "Another one."])  # doctest: +SKIP
-    >>> vectors.shape, vectors.dtype  # doctest: +SKIP
-    ((2, 384), dtype('float32'))
+    >>> embedder.encode_texts(["A sentence.", "Another one."]).shape  # doctest: +SKIP
+    (2, 384)
     """
 
-    def __init__(self, service_dir: str | os.PathLike[str], *, embedding: str = "bertembed",
-                 threads: int = 1) -> None:
+    def __init__(
+        self,
+        service_dir: str | os.PathLike[str],
+        *,
+        embedding: str = "bertembed",
+        threads: int = 1,
+        embed_threads: int = 1,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+        arena: str = "shrink",
+        graph_optimization: str = DEFAULT_GRAPH_LEVEL,
+    ) -> None:
+        if arena not in ARENA_MODES:
+            raise ValueError(f"arena must be one of {ARENA_MODES}, got {arena!r}")
+        if graph_optimization not in GRAPH_LEVELS:
+            raise ValueError(f"graph_optimization must be one of {sorted(GRAPH_LEVELS)}, got {graph_optimization!r}")
         self.config = read_service_config(service_dir)
         sentence = self.config["sentence"]
         model_dir = sentence["transformer_dir"]
+        self.name = str(self.config.get("name") or Path(service_dir).resolve().name)
         self.max_seq_length = int(sentence["max_seq_length"])
+        if max_batch_tokens < self.max_seq_length:
+            raise ValueError(f"max_batch_tokens {max_batch_tokens} < max_seq_length {self.max_seq_length}")
         self.dimension = int(sentence["dimension"])
+        self.normalize = bool(sentence["normalize"])
+        self.prompts: dict[str, str] = dict(sentence.get("prompts") or {})
+        self.default_prompt_name: str | None = sentence.get("default_prompt_name")
+        self.matryoshka_dims: list[int] = [int(d) for d in self.config.get("matryoshka_dimensions") or []]
         self.tokenizer = load_tokenizer(
-            Path(model_dir) / "tokenizer.json",
-            max_seq_length=self.max_seq_length,
-            do_lower_case=bool(sentence["do_lower_case"]),
-            pad_id=int(self.config["pad_token_id"]),
-            pad_token=str(self.config["pad_token"]),
+            Path(model_dir) / "tokenizer.json", do_lower_case=bool(sentence["do_lower_case"])
         )
+        self.prefix, self.suffix = special_tokens(self.tokenizer)
+        self.pad_id = int(self.config["pad_token_id"])
         self.threads = threads
+        self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
+        self.arena = arena
+        self.graph_optimization = graph_optimization
         # bertembed maps the converted layer when the export saved one (--table-dtype).
         layer_dir = self.config.get("embeddings", {}).get("path", model_dir) if embedding == "bertembed" else model_dir
-        self.step = make_embedding_step(embedding, layer_dir, threads)
+        self.step = make_embedding_step(embedding, layer_dir, embed_threads)
+        self.embed_threads = embed_threads
         self.session: ort.InferenceSession | None = None
+        self._run_options: ort.RunOptions | None = None
         self._check(int(sentence["hidden_size"]))
 
     def _check(self, hidden_size: int) -> None:
         """The tokenizer's ids fit the token table; one text goes through the embedding step.
 
         This runs where the embedder is built: in the gunicorn master with
-        ``--preload``, so with ``threads`` > 1 the master has run an OpenMP
-        parallel region before it forks the workers (bertembed releases its
-        pool before each fork).
+        ``--preload``, so with ``embed_threads`` > 1 the master has run an
+        OpenMP parallel region before it forks the workers (bertembed
+        releases its pool before each fork).
         """
         tokens = self.tokenizer.get_vocab_size(with_added_tokens=True)
         if tokens > self.step.vocab_size:
-            raise ValueError(
-                f"tokenizer.json has {tokens} tokens but the token table has {self.step.vocab_size} rows"
-            )
-        ids, _ = self.token_ids(["Checking the embedding layer."])
+            raise ValueError(f"tokenizer.json has {tokens} tokens but the token table has {self.step.vocab_size} rows")
+        ids, _ = self.pad(self._kept_only(self.tokenize(["Checking the embedding layer."])))
         shape = self.step(ids).shape
         if shape != (*ids.shape, hidden_size):
             raise ValueError(f"the embedding step gave shape {shape}, expected {(*ids.shape, hidden_size)}")
+
+    @property
+    def vocab_size(self) -> int:
+        """Ids the token table takes (a trimmed layer's original vocabulary): token ids must be below this."""
+        return int(self.step.vocab_size)
+
+    @property
+    def kept(self) -> np.ndarray | None:
+        """Which ids a trimmed layer keeps (bool, one per id) when it refuses the others; else None."""
+        layer = getattr(self.step, "layer", None)
+        if layer is None or not layer.is_trimmed or layer.unknown != "error":
+            return None
+        return self.step.kept  # type: ignore[no-any-return]
+
+    def layer_info(self) -> dict[str, Any]:
+        """What the service says of its embedding layer (``/info``): trimmed or not, rows kept, unknown rule."""
+        layer = getattr(self.step, "layer", None)
+        if layer is None:  # the torch comparison: the checkpoint's whole table
+            return {"trimmed": False, "vocab_size": self.vocab_size, "kept_rows": self.vocab_size, "unknown": "error"}
+        unknown = layer.unknown
+        info = {
+            "table_dtype": layer.table_dtype,
+            "trimmed": layer.is_trimmed,
+            "vocab_size": layer.vocab_size,
+            "kept_rows": layer.kept_rows,
+            "unknown": unknown,
+        }
+        if layer.is_trimmed and unknown != "error":
+            info["unknown_token"] = self.tokenizer.id_to_token(int(unknown))
+        return info
+
+    def check_kept(self, seqs: Sequence[np.ndarray]) -> None:
+        """Raise :class:`TrimmedToken` for the first token a trimmed layer would refuse (nothing else to check)."""
+        kept = self.kept
+        if kept is None:
+            return
+        for index, seq in enumerate(seqs):
+            missing = np.flatnonzero(~kept[seq])
+            if missing.size:
+                position = int(missing[0])
+                token_id = int(seq[position])
+                raise TrimmedToken(index, position, token_id, self.tokenizer.id_to_token(token_id) or "")
+
+    def _kept_only(self, seqs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The sequences without the tokens a trimmed layer refuses (the start-up checks' texts)."""
+        kept = self.kept
+        return list(seqs) if kept is None else [s[kept[s]] for s in seqs]
 
     @property
     def ready(self) -> bool:
         """Whether :meth:`start` has run (the encoder is loaded)."""
         return self.session is not None
 
-    def start(self) -> None:
-        """Create the encoder session and prepare the embedding step (after any fork)."""
+    def session_options(self) -> ort.SessionOptions:
+        """ONNX Runtime settings for one pre-forked worker (created after the fork)."""
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Idle intra-op threads sleep instead of spinning: with several
-        # workers per machine a spinning pool steals the other workers' cores.
+        options.graph_optimization_level = GRAPH_LEVELS[self.graph_optimization]
+        # Idle intra-op threads sleep instead of spinning: with several workers
+        # per machine a spinning pool steals the other workers' cores.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        # Shapes change from call to call: a memory pattern planned for one shape is never reused.
+        options.enable_mem_pattern = False
+        options.enable_cpu_mem_arena = self.arena != "off"
+        options.log_severity_level = 3
+        return options
+
+    def start(self) -> None:
+        """Create the encoder session and prepare the embedding step (after any fork)."""
         session = ort.InferenceSession(
-            self.config["encoder"]["path"], options, providers=["CPUExecutionProvider"]
+            self.config["encoder"]["path"], self.session_options(), providers=["CPUExecutionProvider"]
         )
+        if self.arena == "shrink":
+            self._run_options = ort.RunOptions()
+            self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self.step.start()
         self.session = session
-        self.embed(["warm-up"])
+        self.encode(self._kept_only(self.tokenize(["warm-up"])))
 
-    def token_ids(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """int64 (B, S) ids and attention mask of ``texts``, truncated and padded."""
-        encodings = self.tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    # --- tokens -------------------------------------------------------------------------------
+
+    def _fit(self, index: int, ids: Sequence[int], truncate: bool, direction: str) -> np.ndarray:
+        room = self.max_seq_length - len(self.prefix) - len(self.suffix)
+        if len(ids) > room:
+            if not truncate:
+                raise InputTooLong(index, len(ids) + len(self.prefix) + len(self.suffix), self.max_seq_length)
+            ids = ids[:room] if direction == "right" else ids[len(ids) - room :]
+        return np.array([*self.prefix, *ids, *self.suffix], dtype=np.int64)
+
+    def prompt_text(self, prompt_name: str | None) -> str:
+        """The prompt put before each text: the named one, else the model's default ("" if none).
+
+        Raises
+        ------
+        KeyError
+            ``prompt_name`` is not one of the model's prompts.
+        """
+        name = prompt_name if prompt_name is not None else self.default_prompt_name
+        if name is None:
+            return ""
+        if name not in self.prompts:
+            raise KeyError(name)
+        return self.prompts[name]
+
+    def tokenize(
+        self,
+        texts: Sequence[str],
+        *,
+        prompt_name: str | None = None,
+        truncate: bool = True,
+        direction: str = "right",
+    ) -> list[np.ndarray]:
+        """Each text's int64 token ids with the special tokens, at most ``max_seq_length`` of them.
+
+        Parameters
+        ----------
+        prompt_name : str, optional
+            One of the model's prompts, put before every text (default: the
+            model's default prompt, if it has one).
+        truncate : bool
+            Cut texts that are too long (sentence-transformers does); False
+            raises :class:`InputTooLong` instead.
+        direction : {"right", "left"}
+            Which end of a text is cut.
+        """
+        prompt = self.prompt_text(prompt_name)
+        if prompt:
+            texts = [prompt + text for text in texts]
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [self._fit(k, e.ids, truncate, direction) for k, e in enumerate(encodings)]
+
+    def from_ids(
+        self, id_lists: Sequence[Sequence[int]], *, truncate: bool = True, direction: str = "right"
+    ) -> list[np.ndarray]:
+        """Token-id inputs (the model's own ids, without special tokens) made ready like :meth:`tokenize`'s."""
+        return [self._fit(k, list(ids), truncate, direction) for k, ids in enumerate(id_lists)]
+
+    def pad(self, seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """int64 (B, S) ids padded on the right with the pad id, and the attention mask."""
+        width = max(len(s) for s in seqs)
+        ids = np.full((len(seqs), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(seqs), width), dtype=np.int64)
+        for row, seq in enumerate(seqs):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
         return ids, mask
 
-    def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, dict[str, float]]:
-        """float32 (len(texts), D) sentence embeddings, and seconds spent in each stage.
+    # --- the model ----------------------------------------------------------------------------
+
+    def encode_call(self, seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, dict[str, float]]:
+        """One encoder call: float32 (len(seqs), D) pooled vectors (not normalised), and seconds per stage.
 
         Raises
         ------
@@ -283,10 +529,49 @@ class SentenceEmbedder:
         if self.session is None:
             raise RuntimeError("SentenceEmbedder.start() has not run (no encoder session)")
         t0 = time.perf_counter()
-        ids, mask = self.token_ids(texts)
-        t1 = time.perf_counter()
+        ids, mask = self.pad(seqs)
         hidden = self.step(ids)
+        t1 = time.perf_counter()
+        (vectors,) = self.session.run(None, {"embeddings": hidden, "attention_mask": mask}, self._run_options)
         t2 = time.perf_counter()
-        (vectors,) = self.session.run(None, {"embeddings": hidden, "attention_mask": mask})
-        t3 = time.perf_counter()
-        return vectors, {"tokenize": t1 - t0, "embed": t2 - t1, "encoder": t3 - t2}
+        return vectors, {"embed": t1 - t0, "encoder": t2 - t1}
+
+    def encode(self, seqs: Sequence[np.ndarray], timings: dict[str, float] | None = None) -> np.ndarray:
+        """Pooled vectors of many sequences, in their order: sorted by length and cut into calls.
+
+        The calls are planned by :func:`batching.plan_batches` (at most
+        ``batch_size`` texts and ``max_batch_tokens`` padded tokens each). The
+        seconds of each stage are added into ``timings`` when given.
+        """
+        out = np.empty((len(seqs), self.dimension), dtype=np.float32)
+        lengths = [len(s) for s in seqs]
+        for group in plan_batches(lengths, max_texts=self.batch_size, max_tokens=self.max_batch_tokens):
+            vectors, stages = self.encode_call([seqs[k] for k in group])
+            out[group] = vectors
+            if timings is not None:
+                for name, seconds in stages.items():
+                    timings[name] = timings.get(name, 0.0) + seconds
+        return out
+
+    def finish(
+        self, vectors: np.ndarray, *, normalize: bool | None = None, dimensions: int | None = None
+    ) -> np.ndarray:
+        """The vectors a client gets: cut to ``dimensions`` (Matryoshka models), then normalised
+        (``normalize`` None: as the model's sentence-transformers pipeline does)."""
+        if dimensions is not None and dimensions != self.dimension:
+            vectors = vectors[:, :dimensions]
+        if self.normalize if normalize is None else normalize:
+            vectors = normalize_rows(vectors)
+        return np.ascontiguousarray(vectors)
+
+    def encode_texts(self, texts: Sequence[str], **finish: Any) -> np.ndarray:
+        """float32 (len(texts), D) sentence embeddings, as sentence-transformers' ``encode`` gives them."""
+        return self.finish(self.encode(self.tokenize(texts)), **finish)
+
+    def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, dict[str, float]]:
+        """float32 (len(texts), D) sentence embeddings, and seconds spent in each stage."""
+        t0 = time.perf_counter()
+        seqs = self.tokenize(texts)
+        timings = {"tokenize": time.perf_counter() - t0}
+        vectors = self.finish(self.encode(seqs, timings))
+        return vectors, timings

@@ -1,28 +1,52 @@
 #!/usr/bin/env bash
 # Start the sentence-embedding service.
 #
-#   run.sh OUT_DIR PORT [WORKERS]
+#   run.sh OUT_DIR PORT [WORKERS] [--threads N] [--max-batch-tokens N] [--max-wait-ms MS]
+#          [--max-request-tokens N] [--batch-size N]
 #
-# OUT_DIR is the output of export_encoder.py; WORKERS defaults to the number
-# of usable cores. gunicorn runs WORKERS uvicorn workers (the uvicorn-worker
-# package) and restarts any that dies. --preload imports the app in the
-# master: the checkpoint's embedding tables are memory-mapped once there, and
-# every worker forked from it shares the same pages. Each worker then creates
-# its own ONNX Runtime session (thread pools do not survive a fork).
+# OUT_DIR is the output of export_encoder.py or from_onnx.py; WORKERS defaults
+# to the number of usable cores. gunicorn runs WORKERS uvicorn workers (the
+# uvicorn-worker package) and restarts any that dies. --preload imports the
+# app in the master: the checkpoint's embedding tables are memory-mapped once
+# there, and every worker forked from it shares the same pages. Each worker
+# then creates its own ONNX Runtime session and batcher thread (thread pools
+# do not survive a fork).
 #
+# The options set the app's SERVICE_* settings of the same names (see app.py):
+# --threads SERVICE_THREADS, --max-batch-tokens SERVICE_MAX_BATCH_TOKENS,
+# --max-wait-ms SERVICE_MAX_WAIT_MS, --max-request-tokens
+# SERVICE_MAX_REQUEST_TOKENS, --batch-size SERVICE_BATCH_SIZE.
 # Environment: HOST (default 127.0.0.1), PYTHON (default python3), and the
-# app's SERVICE_* settings (see app.py); SERVICE_DIR and SERVICE_WORKERS are
-# set here from the arguments.
+# other SERVICE_* settings; SERVICE_DIR and SERVICE_WORKERS are set here.
 set -euo pipefail
-if [[ $# -lt 2 || $# -gt 3 ]]; then
-    echo "usage: $0 OUT_DIR PORT [WORKERS]" >&2
+usage() {
+    echo "usage: $0 OUT_DIR PORT [WORKERS] [--threads N] [--max-batch-tokens N] [--max-wait-ms MS]" \
+        "[--max-request-tokens N] [--batch-size N]" >&2
     exit 2
+}
+positional=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --threads) export SERVICE_THREADS="${2:?}"; shift 2 ;;
+        --max-batch-tokens) export SERVICE_MAX_BATCH_TOKENS="${2:?}"; shift 2 ;;
+        --max-wait-ms) export SERVICE_MAX_WAIT_MS="${2:?}"; shift 2 ;;
+        --max-request-tokens) export SERVICE_MAX_REQUEST_TOKENS="${2:?}"; shift 2 ;;
+        --batch-size) export SERVICE_BATCH_SIZE="${2:?}"; shift 2 ;;
+        -h|--help) usage ;;
+        --*) echo "$0: unknown option $1" >&2; usage ;;
+        *) positional+=("$1"); shift ;;
+    esac
+done
+if [[ ${#positional[@]} -lt 2 || ${#positional[@]} -gt 3 ]]; then
+    usage
 fi
 here="$(cd "$(dirname "$0")" && pwd)"
-out_dir="$(cd "$1" && pwd)"
-port="$2"
+out_dir="$(cd "${positional[0]}" && pwd)"
+port="${positional[1]}"
 python="${PYTHON:-python3}"
-workers="${3:-$("$python" -c 'import os; print(len(os.sched_getaffinity(0)))')}"
+# The affinity mask where the OS has one (Linux), else the CPU count (macOS).
+usable_cpus='import os; print(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)'
+workers="${positional[2]:-$("$python" -c "$usable_cpus")}"
 if [[ ! -f "$out_dir/service.json" ]]; then
     echo "$0: $out_dir/service.json not found; run export_encoder.py MODEL_DIR $out_dir first" >&2
     exit 2

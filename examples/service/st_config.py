@@ -9,11 +9,14 @@ and reads each module's settings from its own file:
 
 - the Transformer's ``sentence_bert_config.json``: ``max_seq_length`` (texts
   are truncated to this many tokens, special tokens included) and
-  ``do_lower_case``;
+  ``do_lower_case``; current sentence-transformers writes neither, and takes
+  the length from the tokenizer's ``model_max_length`` (at most
+  ``max_position_embeddings``), as done here;
 - the Pooling module's ``config.json``: the pooling modes (the current
   ``pooling_mode`` key or the older ``pooling_mode_*_tokens`` flags), in the
   order sentence-transformers concatenates them;
-- a Normalize module after Pooling: L2 normalisation of the result.
+- a Normalize module after Pooling: L2 normalisation of the result;
+- ``config_sentence_transformers.json``: the named prompts and the default one.
 
 Anything else (a Dense or LayerNorm module, a Router, settings that change
 tokenisation) is refused with :class:`UnsupportedModel` naming the file and
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +45,24 @@ _LEGACY_POOLING_KEYS = {
     "pooling_mode_lasttoken": "lasttoken",
 }
 
-#: Keys of sentence_bert_config.json this service understands; any other key
-#: with a non-empty value (tokenizer_args, processing_kwargs, ...) is refused.
+#: Keys of sentence_bert_config.json that never change a text's embedding (performance flags,
+#: bookkeeping); they are accepted with any value.
+_HARMLESS_TRANSFORMER_KEYS = {"unpad_inputs", "backend", "cache_dir"}
+#: Keys whose default (the only value accepted) is what the service computes. Current
+#: sentence-transformers writes the first three for every text model.
+_DEFAULT_TRANSFORMER_VALUES: dict[str, Any] = {
+    "transformer_task": "feature-extraction",
+    "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
+    "module_output_name": "token_embeddings",
+    "query_length": None,
+    "document_length": None,
+    "query_expansion": None,
+}
+#: Keyword-argument dicts (old and new names): accepted when empty; in the tokenizer's, only
+#: ``model_max_length`` (the truncation length).
+_KWARG_KEYS = ("model_args", "model_kwargs", "config_args", "config_kwargs", "processing_kwargs")
+_TOKENIZER_KWARG_KEYS = ("tokenizer_args", "processor_kwargs")
+#: Keys of sentence_bert_config.json that this service reads.
 _TRANSFORMER_KEYS = {"max_seq_length", "do_lower_case"}
 
 #: Transformer encoders whose embedding layer bertembed loads.
@@ -72,6 +91,10 @@ class SentenceConfig:
         L2-normalise the pooled vector.
     hidden_size : int
         Width of the token embeddings.
+    prompts : dict
+        Named prompts (config_sentence_transformers.json): text put before the input.
+    default_prompt_name : str or None
+        The prompt used when a request names none (sentence-transformers' rule).
     """
 
     transformer_dir: str
@@ -80,6 +103,8 @@ class SentenceConfig:
     pooling: tuple[str, ...]
     normalize: bool
     hidden_size: int
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
 
     @property
     def dimension(self) -> int:
@@ -132,16 +157,42 @@ def _pooling_modes(config: dict[str, Any], path: Path) -> tuple[str, ...]:
     return modes
 
 
-def _transformer_settings(path: Path) -> tuple[int, bool]:
-    """max_seq_length and do_lower_case from sentence_bert_config.json."""
+def _transformer_settings(path: Path) -> tuple[int | None, bool]:
+    """max_seq_length (None: not set in this file) and do_lower_case from sentence_bert_config.json.
+
+    Old sentence-transformers writes ``{"max_seq_length": ..., "do_lower_case": ...}``;
+    current versions write ``transformer_task``, ``modality_config`` and
+    ``module_output_name`` (and leave the length to the tokenizer's
+    ``model_max_length``). A setting is refused only when its value would
+    change the result.
+    """
+    if not path.is_file():
+        return None, False  # current sentence-transformers omits the file when nothing differs from the defaults
     config = _read_json(path)
     if not isinstance(config, dict):
         raise UnsupportedModel(f"{path}: expected a JSON object")
-    extra = sorted(k for k, v in config.items() if k not in _TRANSFORMER_KEYS and v not in (None, {}, [], ""))
-    if extra:
-        raise UnsupportedModel(f"{path}: setting(s) {extra} not supported (only {sorted(_TRANSFORMER_KEYS)})")
     max_len = config.get("max_seq_length")
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 2:
+    refused = []
+    for key, value in config.items():
+        if key in _TRANSFORMER_KEYS or key in _HARMLESS_TRANSFORMER_KEYS or value in (None, {}, [], ""):
+            continue
+        if key in _DEFAULT_TRANSFORMER_VALUES:
+            default = _DEFAULT_TRANSFORMER_VALUES[key]
+            if key == "modality_config" and isinstance(value, dict) and value.get("text") == default["text"]:
+                continue  # other modalities (image, audio) do not change what a text gives
+            if value == default:
+                continue
+        if key in _TOKENIZER_KWARG_KEYS and isinstance(value, dict) and set(value) <= {"model_max_length"}:
+            if max_len is None:
+                max_len = value.get("model_max_length")
+            continue
+        refused.append(key)
+    if refused:
+        shown = {k: config[k] for k in sorted(refused)}
+        raise UnsupportedModel(
+            f"{path}: setting(s) {sorted(refused)} not supported ({shown}); they change what the model computes"
+        )
+    if max_len is not None and (not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 2):
         raise UnsupportedModel(f"{path}: max_seq_length must be an integer >= 2, got {max_len!r}")
     lower = config.get("do_lower_case", False)
     if not isinstance(lower, bool):
@@ -149,38 +200,115 @@ def _transformer_settings(path: Path) -> tuple[int, bool]:
     return max_len, lower
 
 
+def _tokenizer_max_length(transformer_dir: Path, positions: int) -> int:
+    """sentence-transformers' length when its config sets none: the tokenizer's model_max_length,
+    at most max_position_embeddings."""
+    path = transformer_dir / "tokenizer_config.json"
+    config = _read_json(path) if path.is_file() else {}
+    value = config.get("model_max_length") if isinstance(config, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 2:
+        return int(min(value, positions))
+    return positions
+
+
+def _prompts(root: Path) -> tuple[dict[str, str], str | None]:
+    """The prompts and the default prompt name of config_sentence_transformers.json."""
+    path = root / "config_sentence_transformers.json"
+    if not path.is_file():
+        return {}, None
+    config = _read_json(path)
+    if not isinstance(config, dict):
+        raise UnsupportedModel(f"{path}: expected a JSON object")
+    kind = config.get("model_type", "SentenceTransformer")
+    if kind != "SentenceTransformer":
+        raise UnsupportedModel(f"{path}: model_type {kind!r} not supported (SentenceTransformer only)")
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise UnsupportedModel(f"{path}: prompts must map names to strings, got {prompts!r}")
+    default = config.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise UnsupportedModel(f"{path}: default_prompt_name {default!r} is not one of the prompts {sorted(prompts)}")
+    return dict(prompts), default
+
+
+def model_name(model_dir: str | os.PathLike[str]) -> str:
+    """The name a model directory goes by: its own name (that of its parent when it is called ``model``).
+
+    Examples
+    --------
+    >>> model_name("/models/all-MiniLM-L6-v2/")
+    'all-MiniLM-L6-v2'
+    """
+    path = Path(model_dir).resolve()
+    return path.parent.name if path.name == "model" and path.parent.name else path.name
+
+
+def parse_dims(text: str) -> list[int]:
+    """``"256,128"`` -> [256, 128]: the ``--matryoshka-dims`` option of the build scripts.
+
+    Examples
+    --------
+    >>> parse_dims("256, 128")
+    [256, 128]
+    """
+    try:
+        dims = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"expected sizes separated by commas, got {text!r}") from None
+    if not dims or min(dims) < 1:
+        raise ValueError(f"expected positive sizes, got {text!r}")
+    return dims
+
+
+def missing_model_hint(model_dir: str | os.PathLike[str]) -> str:
+    """The message for a model directory that does not exist (with a download command for a hub id).
+
+    Examples
+    --------
+    >>> missing_model_hint("org/m").endswith("download it first: hf download org/m --local-dir ./m")
+    True
+    """
+    text = str(model_dir)
+    parts = text.split("/")
+    if len(parts) == 2 and all(parts) and not text.startswith((".", "~")):
+        return (
+            f"{text}: no such directory; to use the model of that name from the Hugging Face Hub, download it "
+            f"first: hf download {text} --local-dir ./{parts[1]}"
+        )
+    return f"{text}: no such directory"
+
+
 def _check_normalize(path: Path) -> None:
     """A Normalize module must normalise the sentence embedding (its default)."""
     if not path.is_file():
         return
     config = _read_json(path)
-    target = config.get("module_input_name", "sentence_embedding") if isinstance(config, dict) else config
-    if target != "sentence_embedding":
-        raise UnsupportedModel(f"{path}: Normalize of {target!r} not supported (sentence_embedding only)")
+    if not isinstance(config, dict):
+        config = {"module_input_name": config}
+    for key in ("module_input_name", "module_output_name"):
+        target = config.get(key, "sentence_embedding")
+        if target != "sentence_embedding":
+            raise UnsupportedModel(f"{path}: Normalize of {target!r} not supported (sentence_embedding only)")
 
 
-def _check_encoder_config(path: Path, max_seq_length: int, model_types: tuple[str, ...] | None) -> int:
-    """Refuse encoders bertembed cannot feed; return hidden_size."""
+def _check_encoder_config(path: Path, model_types: tuple[str, ...] | None) -> tuple[int, int]:
+    """Refuse encoders bertembed cannot feed; return hidden_size and max_position_embeddings."""
     config = _read_json(path)
     model_type = config.get("model_type")
     if model_types is not None and model_type not in model_types:
-        raise UnsupportedModel(
-            f"{path}: model_type {model_type!r} not supported (bertembed loads {model_types})"
-        )
+        raise UnsupportedModel(f"{path}: model_type {model_type!r} not supported (bertembed loads {model_types})")
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise UnsupportedModel(
             f"{path}: position_embedding_type {config['position_embedding_type']!r} not supported (absolute only)"
         )
     if config.get("is_decoder", False):
         raise UnsupportedModel(f"{path}: is_decoder is true; a sentence encoder is bidirectional")
-    positions = config.get("max_position_embeddings", 512)
-    if max_seq_length > positions:
-        raise UnsupportedModel(f"{path}: max_seq_length {max_seq_length} > max_position_embeddings {positions}")
-    return int(config["hidden_size"])
+    return int(config["hidden_size"]), int(config.get("max_position_embeddings", 512))
 
 
-def read_sentence_config(model_dir: str | os.PathLike[str],
-                         model_types: tuple[str, ...] | None = SUPPORTED_MODEL_TYPES) -> SentenceConfig:
+def read_sentence_config(
+    model_dir: str | os.PathLike[str], model_types: tuple[str, ...] | None = SUPPORTED_MODEL_TYPES
+) -> SentenceConfig:
     """Read and check the sentence-transformers files of ``model_dir``.
 
     Parameters
@@ -209,6 +337,8 @@ def read_sentence_config(model_dir: str | os.PathLike[str],
     (256, ('mean',), True, 384)
     """
     root = Path(model_dir)
+    if not root.is_dir():
+        raise UnsupportedModel(missing_model_hint(model_dir))
     modules_path = root / "modules.json"
     modules = _read_json(modules_path)
     if not isinstance(modules, list):
@@ -222,7 +352,14 @@ def read_sentence_config(model_dir: str | os.PathLike[str],
     pooling_dir = root / modules[1].get("path", "")
 
     max_len, lower = _transformer_settings(transformer_dir / "sentence_bert_config.json")
-    hidden = _check_encoder_config(transformer_dir / "config.json", max_len, model_types)
+    hidden, positions = _check_encoder_config(transformer_dir / "config.json", model_types)
+    if max_len is None:
+        max_len = _tokenizer_max_length(transformer_dir, positions)
+    if max_len > positions:
+        raise UnsupportedModel(
+            f"{transformer_dir / 'config.json'}: max_seq_length {max_len} > max_position_embeddings {positions}"
+        )
+    prompts, default_prompt = _prompts(root)
     pooling_path = pooling_dir / "config.json"
     pooling_config = _read_json(pooling_path)
     if not isinstance(pooling_config, dict):
@@ -230,6 +367,10 @@ def read_sentence_config(model_dir: str | os.PathLike[str],
     width = pooling_config.get("embedding_dimension", pooling_config.get("word_embedding_dimension", hidden))
     if width != hidden:
         raise UnsupportedModel(f"{pooling_path}: embedding dimension {width} != the encoder's hidden_size {hidden}")
+    if pooling_config.get("include_prompt", True) is False and any(prompts.values()):
+        raise UnsupportedModel(
+            f"{pooling_path}: include_prompt false (prompt tokens left out of the pooling) is not supported"
+        )
     if len(modules) == 3:
         _check_normalize(root / modules[2].get("path", "") / "config.json")
     return SentenceConfig(
@@ -239,4 +380,6 @@ def read_sentence_config(model_dir: str | os.PathLike[str],
         pooling=_pooling_modes(pooling_config, pooling_path),
         normalize=kinds[-1] == "Normalize",
         hidden_size=hidden,
+        prompts=prompts,
+        default_prompt_name=default_prompt,
     )
