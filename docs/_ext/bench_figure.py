@@ -2,8 +2,10 @@
 
 The committed file (``bench_json`` in ``conf.py``, default ``_data/bench.json``,
 written by ``bertembed bench --json``) is read and checked when the build
-starts; a missing or malformed file stops the build with the reason. Three
-directives use it:
+starts, by the harness's own reader, :mod:`bertembed._bench.schema` of the
+installed bertembed (the documentation build installs the package); a
+missing or malformed file stops the build with the reason, which names the
+case and the field. Three directives use it:
 
 ``.. bench-figure::``
     Time per call and each peer's ratio against batch size (float32 +
@@ -23,8 +25,8 @@ a verdict the data can contradict:
     ``met (measured 1.49, goal >= 1.2)``, ``missed (...)`` or ``not measured``,
     for the goal KEY (e.g. ``bf16-1.2x``) of the file's first scenario.
 
-Contenders are shown by :func:`bench_data.label` (``bertembed-fixed`` is shown
-as ``bertembed 1|T``); the performance page defines every name.
+Contenders are shown by :func:`bertembed._bench.schema.label` (``bertembed-fixed``
+is shown as ``bertembed 1|T``); the performance page defines every name.
 """
 
 from __future__ import annotations
@@ -34,15 +36,28 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bench_data import SCENARIOS, SUBJECT, BenchDataError, BenchRun, Case, label, load
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.errors import SphinxError
 from sphinx.util.docutils import SphinxDirective
 
-#: Contenders in the order of the figure's legend and the table's columns.
-ORDER = ("bertembed", "bertembed-fixed", "numpy", "take", "copyto", "torch", "onnxruntime")
+from bertembed._bench import schema
+from bertembed._bench.report import COLUMNS, fmt_time
+from bertembed._bench.schema import SUBJECT, BenchDataError, BenchRun, CaseResult, label, load
+
+#: Contenders in the order of the figure's legend and the table's columns (the harness's table order).
+ORDER = tuple(COLUMNS)
+
+#: How the docs label each scenario of the harness (a heading, then the detail in brackets).
+SCENARIOS = {
+    "isolated": "isolated processes (each contender alone in its own process)",
+    "shared-process": "shared process (contenders interleaved in one process, next to runtimes that spin)",
+}
+if set(SCENARIOS) != set(schema.SCENARIOS):  # a scenario added to the harness needs its words here
+    raise ImportError(
+        f"docs/_ext/bench_figure.py labels {sorted(SCENARIOS)}, the harness has {sorted(schema.SCENARIOS)}"
+    )
 
 
 class BenchJSONError(SphinxError):
@@ -78,7 +93,7 @@ def _figure_path(app: Sphinx, run: BenchRun) -> Path:
     return Path(app.doctreedir) / "_bench" / f"bench-{digest}.png"
 
 
-def _contenders(cases: list[Case]) -> list[str]:
+def _contenders(cases: list[CaseResult]) -> list[str]:
     names = {n for c in cases for n in c.times}
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
@@ -117,8 +132,9 @@ def draw(run: BenchRun, path: Path) -> None:
             time_ax.plot([b for b, _ in points], [1e3 * t for _, t in points], **style)
             if not name.startswith(SUBJECT):
                 ratios = [(c.batch, c.ratio(name)) for c in cases if name in c.times]
-                ratio_ax.plot([b for b, _ in ratios], [r for _, r in ratios], marker="o", label=label(name),
-                              color=colors[name])
+                ratio_ax.plot(
+                    [b for b, _ in ratios], [r for _, r in ratios], marker="o", label=label(name), color=colors[name]
+                )
         ratio_ax.axhline(1.0, color="black", linewidth=1)
         heading = SCENARIOS[scenario].split(" (")[0]
         time_ax.set_title(f"{heading}: time per call", fontsize="medium")
@@ -159,13 +175,6 @@ def _caption(run: BenchRun) -> str:
         f"(V = 30522, P = 512, H = 768). Machine: {run.describe_machine()}. "
         f"Drawn at build time from {Path(run.path).name}."
     )
-
-
-def _ms(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
@@ -228,16 +237,17 @@ class BenchTable(_BenchDirective):
         rows = []
         for c in cases:
             if not c.measured:
-                rows.append([c.name, c.skipped.get(SUBJECT, "not measured"), *("-" for _ in peers)])
+                status = c.skipped[SUBJECT].status if SUBJECT in c.skipped else "not measured"
+                rows.append([c.name, status, *("-" for _ in peers)])
                 continue
-            auto = c.contender_threads.get(SUBJECT)
-            row = [c.name, f"{_ms(c.times[SUBJECT])}" + (f" @{auto}" if auto else "")]
+            auto = c.threads_of(SUBJECT)
+            row = [c.name, f"{fmt_time(c.times[SUBJECT])}" + (f" @{auto}" if auto else "")]
             for p in peers:
                 if p in c.times:
-                    t = c.contender_threads.get(p)
-                    row.append(f"{_ms(c.times[p])}" + (f" @{t}" if t else "") + f" ({c.ratio(p):.2f}x)")
+                    t = c.threads_of(p)
+                    row.append(f"{fmt_time(c.times[p])}" + (f" @{t}" if t else "") + f" ({c.ratio(p):.2f}x)")
                 else:
-                    row.append(c.skipped.get(p, "-"))
+                    row.append(c.skipped[p].status if p in c.skipped else "-")
             rows.append(row)
         caption = nodes.paragraph(
             text=f"{SCENARIOS[scenario]}; medians of {run.repeats} repeats; cell = median per call, "
@@ -256,7 +266,7 @@ class BenchGoals(_BenchDirective):
         for c in run.cases:
             if c.scenario != scenario:
                 continue
-            for g in c.goals:
+            for g in c.goals.values():
                 ratio = "n/a" if g.ratio is None else f"{g.ratio:.2f}"
                 verdict = "n/a" if g.met is None else ("met" if g.met else "missed")
                 rows.append([g.text, f"{g.op} {g.bound:g}", ratio, verdict])
@@ -270,7 +280,7 @@ def verdict(run: BenchRun, key: str) -> str:
     """One goal's verdict in words, from the first scenario of `run`; KeyError if the run lacks it."""
     scenario = run.scenarios[0]
     for c in run.cases:
-        for g in c.goals:
+        for g in c.goals.values():
             if c.scenario == scenario and g.key == key:
                 if g.ratio is None or g.met is None:
                     return "not measured in this run"
@@ -278,8 +288,15 @@ def verdict(run: BenchRun, key: str) -> str:
     raise KeyError(key)
 
 
-def goal_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
-              options: dict[str, Any] | None = None, content: list[str] | None = None) -> tuple[list, list]:
+def goal_role(
+    name: str,
+    rawtext: str,
+    text: str,
+    lineno: int,
+    inliner: Any,
+    options: dict[str, Any] | None = None,
+    content: list[str] | None = None,
+) -> tuple[list, list]:
     """``:bench-goal:`KEY```: the verdict of goal KEY in the run, as text."""
     env = inliner.document.settings.env
     run = _load(env.app)
@@ -287,9 +304,10 @@ def goal_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
     try:
         return [nodes.Text(verdict(run, text.strip()))], []
     except KeyError:
-        keys = sorted({g.key for c in run.cases for g in c.goals})
-        message = inliner.reporter.error(f"no goal {text.strip()!r} in {run.path} (it has: {', '.join(keys)})",
-                                         line=lineno)
+        keys = sorted({k for c in run.cases for k in c.goals})
+        message = inliner.reporter.error(
+            f"no goal {text.strip()!r} in {run.path} (it has: {', '.join(keys)})", line=lineno
+        )
         return [inliner.problematic(rawtext, rawtext, message)], [message]
 
 
