@@ -35,11 +35,11 @@ ROOT="${AARCH64_ROOT:-/var/cache/bertembed-ci/arm64-root}"
 MIRROR="${AARCH64_MIRROR:-$(bash "$CHECKOUT/.ci/debian-mirror.sh")}"
 # The tests run under emulation (see the header): the kernel, conversions,
 # LayerNorm, errors, threads, fork and the checkpoint readers.
-DEFAULT_TESTS="tests/test_kernel_paths.py tests/test_table_dtypes.py tests/test_layernorm.py
-    tests/test_terms.py tests/test_reference.py tests/test_errors.py tests/test_threads.py
-    tests/test_pool.py tests/test_fork.py tests/test_worked_examples.py tests/test_fuzz_quick.py
-    tests/test_weights_safetensors.py tests/test_weights_sharded.py
-    tests/test_weights_open.py tests/test_pretrained.py"
+DEFAULT_TESTS="tests/core/test_kernel_paths.py tests/core/test_table_dtypes.py tests/core/test_layernorm.py
+    tests/core/test_terms.py tests/core/test_reference.py tests/core/test_errors.py tests/core/test_threads.py
+    tests/core/test_pool.py tests/core/test_fork.py tests/core/test_worked_examples.py tests/fuzz/test_fuzz_quick.py
+    tests/checkpoints/test_weights_safetensors.py tests/checkpoints/test_weights_sharded.py
+    tests/checkpoints/test_weights_open.py tests/checkpoints/test_pretrained.py"
 PYTEST_ARGS="${AARCH64_PYTEST_ARGS:-$(echo $DEFAULT_TESTS)}"
 START=$SECONDS
 export DEBIAN_FRONTEND=noninteractive
@@ -123,7 +123,7 @@ rm -rf "$ROOT/work/src"
 mkdir -p "$ROOT/work/src"
 tar -C "$CHECKOUT" \
     --exclude=.git --exclude=.venv --exclude=build --exclude='*.so' \
-    --exclude='src/bertembed/_kernel.c' --exclude='*.egg-info' \
+    --exclude='src/bertembed/_core/_kernel.c' --exclude='*.egg-info' \
     --exclude=docs/_build --exclude=__pycache__ -cf - . |
     tar -C "$ROOT/work/src" -xf -
 
@@ -140,8 +140,12 @@ export PIP_ONLY_BINARY=:all: PIP_CACHE_DIR=/work/pip-cache
 export BERTEMBED_ISA="${BERTEMBED_ISA:-}"
 [[ -z "$ca" ]] || export PIP_CERT="$ca"
 [[ -n "\$BERTEMBED_ISA" ]] || unset BERTEMBED_ISA
-if [[ ! -x /work/venv/bin/python ]]; then
+# The venv is cached in the root; one cut short (a run stopped while making
+# it) is made again.
+if [[ ! -e /work/venv/.complete ]]; then
+    rm -rf /work/venv
     python3 -m venv /work/venv
+    touch /work/venv/.complete
 fi
 . /work/venv/bin/activate
 cd /work/src

@@ -97,7 +97,7 @@ run_in() {  # DIR ARGS... : run in the test copy with venv DIR's python
 }
 
 # The ISA-dependent tests (row kernels, dtype conversions, LayerNorm).
-ISA_TESTS=(tests/test_kernel_paths.py tests/test_table_dtypes.py tests/test_layernorm.py tests/test_reference.py)
+ISA_TESTS=(tests/core/test_kernel_paths.py tests/core/test_table_dtypes.py tests/core/test_layernorm.py tests/core/test_reference.py)
 
 # The GCC reference build, for the warning count and the bit-for-bit comparison.
 echo "== clang: GCC reference build"
@@ -136,7 +136,7 @@ for v in $VERSIONS; do
         "$dir/venv/"*) ;;
         *) echo "clang: imported bertembed from $where, not the venv" >&2; exit 1 ;;
     esac
-    so="$(ls "$(dirname "$where")"/_kernel*.so)"
+    so="$(ls "$(dirname "$where")"/_core/_kernel*.so)"
     links="$(ldd "$so")"
     if ! grep -q "libomp.so.5 => $libdir" <<<"$links" || grep -q libgomp <<<"$links"; then
         echo "$links"
@@ -144,8 +144,8 @@ for v in $VERSIONS; do
         exit 1
     fi
     run_in "$dir/venv" -c 'import bertembed
-from bertembed import _kernel
-from bertembed._openmp import openmp_runtime
+from bertembed._core import _kernel
+from bertembed._core.runtime import openmp_runtime
 info = _kernel.build_info()
 print("   ", info["compiler"], "| OpenMP", info["openmp_version"], "|", openmp_runtime(), "| isa", info["isa"])
 assert info["compiler"].startswith("clang") and openmp_runtime() == "libomp"'

@@ -43,9 +43,11 @@ def main() -> int:
     if out.shape != (1, 2, 3) or sys._is_gil_enabled():
         print("gil_check: the GIL is enabled after importing bertembed", file=sys.stderr)
         return 1
-    print(f"gil_check: GIL disabled after import; bertembed {bertembed.__version__} from "
-          f"{bertembed.__file__}, NumPy {np.__version__}, OpenMP {bertembed.openmp_enabled()}, "
-          f"Python {sys.version.split()[0]}")
+    print(
+        f"gil_check: GIL disabled after import; bertembed {bertembed.__version__} from "
+        f"{bertembed.__file__}, NumPy {np.__version__}, OpenMP {bertembed.openmp_enabled()}, "
+        f"Python {sys.version.split()[0]}"
+    )
     return 0
 
 

@@ -11,7 +11,12 @@ CI_OPTIONAL=(safetensors ml_dtypes)
 ci_venv() {
     local python="$1" dir="$2"
     shift 2
-    [[ -x "$dir/bin/python" ]] || "$python" -m venv "$dir"
+    # A cached venv that a stopped run left half made is made again.
+    if [[ ! -e "$dir/.complete" ]]; then
+        rm -rf "$dir"
+        "$python" -m venv "$dir"
+        touch "$dir/.complete"
+    fi
     "$dir/bin/python" -m pip install -q --upgrade pip
     "$dir/bin/python" -m pip install -q "$@" "${CI_REQUIREMENTS[@]}"
 }

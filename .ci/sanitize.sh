@@ -101,7 +101,7 @@ case "$where" in
 esac
 # (nm's whole output first: `nm | grep -q` fails under pipefail when grep
 # stops reading early and nm gets SIGPIPE.)
-symbols="$(nm -D "$(dirname "$where")"/_kernel*.so)"
+symbols="$(nm -D "$(dirname "$where")"/_core/_kernel*.so)"
 if ! grep -q __asan_ <<<"$symbols"; then
     echo "sanitize: the installed extension is not instrumented" >&2
     exit 1
@@ -116,7 +116,7 @@ set +e
 run "$VPY" - > "$WORK/selfcheck.log" 2>&1 <<'EOF'
 import numpy as np
 import bertembed
-from bertembed import _checks
+from bertembed._core import validate as _checks
 for dtype in list(_checks._FIRST_OUT_OF_RANGE):  # skip the shim's range check
     _checks._FIRST_OUT_OF_RANGE[dtype] = lambda ids, rows: -1
 tok = np.ones((7, 5))
@@ -151,12 +151,18 @@ fi
 # 5. The fuzz targets, time-bounded: FUZZ_SECONDS in all, half for the
 #    embedding call (fuzz_embed.py), half shared by the five checkpoint readers
 #    (fuzz_checkpoints.py: safetensors header, sharded index, zip directory,
-#    unpickler, config.json).
+#    unpickler, config.json). The kept corpus (tests/fuzz/corpus/<target>/, what
+#    the long campaigns of .github/workflows/fuzz.yml found) was replayed in
+#    full by step 4 (tests/fuzz/test_fuzz_corpus.py: a few hundred small
+#    inputs, bounded by the corpus size); libFuzzer starts from it here.
 fuzz() {  # fuzz <label> <seconds> <script and arguments...>
     local label="$1" seconds="$2" status
     shift 2
     echo "== sanitize: fuzzing $label for $seconds s"
     mkdir -p "$WORK/fuzz-corpus/$label"
+    if [[ -d "$WORK/run/tests/fuzz/corpus/$label" ]]; then
+        cp "$WORK/run/tests/fuzz/corpus/$label"/* "$WORK/fuzz-corpus/$label"/ 2>/dev/null || true
+    fi
     new_logs
     set +e
     run "$VPY" "$@" -max_total_time="$seconds" -rss_limit_mb=4096 \
@@ -176,9 +182,9 @@ if [[ "$FUZZ_SECONDS" != "0" ]]; then
     embed_seconds=$(( (FUZZ_SECONDS + 1) / 2 ))
     reader_seconds=$(( (FUZZ_SECONDS - embed_seconds) / ${#readers[@]} ))
     (( reader_seconds >= 1 )) || reader_seconds=1
-    fuzz embed "$embed_seconds" tests/fuzz_embed.py
+    fuzz embed "$embed_seconds" tests/fuzz/fuzz_embed.py
     for target in "${readers[@]}"; do
-        fuzz "$target" "$reader_seconds" tests/fuzz_checkpoints.py "$target"
+        fuzz "$target" "$reader_seconds" tests/fuzz/fuzz_checkpoints.py "$target"
     done
 fi
 echo "== sanitize: all passed"

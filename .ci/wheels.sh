@@ -48,7 +48,7 @@ TOOLS=(
 
 # Files of the checkout that are deliberately not in the sdist (the same list
 # is given to check-manifest): git and CI files.
-NOT_IN_SDIST=(".gitignore" ".ci" ".ci/*" ".github" ".github/*")
+NOT_IN_SDIST=(".gitignore" ".ci" ".ci/*" ".ci/*/*" ".ci/*/*/*" ".ci/*/*/*/*" ".github" ".github/*")
 
 # The builds that [tool.cibuildwheel] must select: CPython 3.10-3.14 and
 # free-threaded 3.14t on each platform.
@@ -107,7 +107,7 @@ for name in names:
 pathlib.Path(sys.argv[4]).write_text("\n".join(kept) + "\n")
 print(f"{len(kept)} files copied")
 EOF
-for generated in src/bertembed/_kernel.c; do
+for generated in src/bertembed/_core/_kernel.c; do
     [[ ! -e "$SRC/$generated" ]] || die "$generated is not ignored by git"
 done
 pass "checkout copied to $SRC (generated files and build dirs left out)"
@@ -254,8 +254,8 @@ with tarfile.open(sdist) as tar:
 top = members[0].split("/")[0]
 inside = {m.split("/", 1)[1] for m in members}
 checkout = [n for n in open(listing).read().split("\n") if n]
-patterns = ["src/bertembed/*.py", "src/bertembed/*.pyx", "src/bertembed/*.pxd",
-            "src/bertembed/*.pyi", "src/bertembed/*.h", "src/bertembed/py.typed", "tests/*.py"]
+patterns = ["src/bertembed/**.py", "src/bertembed/**.pyx", "src/bertembed/**.pxd",
+            "src/bertembed/**.pyi", "src/bertembed/**.h", "src/bertembed/py.typed", "tests/**.py"]
 required = {"README.md", "LICENSE", "pyproject.toml", "setup.py", "MANIFEST.in", "PKG-INFO"}
 required |= {n for n in checkout if any(fnmatch.fnmatch(n, p) for p in patterns)}
 missing = sorted(required - inside)
@@ -265,9 +265,9 @@ forbidden = re.compile(
 )
 bad = sorted(n for n in inside if forbidden.search(n))
 print(f"{top}: {len(inside)} files")
-for kind, pattern in [("kernel .pyx", "src/bertembed/*.pyx"), ("C headers", "src/bertembed/*.h"),
-                      ("stub .pyi", "src/bertembed/*.pyi"),
-                      ("python modules", "src/bertembed/*.py"), ("tests", "tests/*.py")]:
+for kind, pattern in [("kernel .pyx", "src/bertembed/**.pyx"), ("C headers", "src/bertembed/**.h"),
+                      ("stub .pyi", "src/bertembed/**.pyi"),
+                      ("python modules", "src/bertembed/**.py"), ("tests", "tests/**.py")]:
     found = sorted(n for n in inside if fnmatch.fnmatch(n, pattern))
     print(f"  {kind:15} {len(found):3}  {' '.join(f.rsplit('/', 1)[1] for f in found)}")
 # Like check-manifest, but over the work tree (tracked and untracked files):
@@ -315,7 +315,7 @@ REPAIRED_NAME=$(basename "$REPAIRED")
 import re, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 libs = [n for n in names if re.fullmatch(r"bertembed\.libs/libgomp-[0-9a-f]+\.so[.0-9]*", n)]
-kernel = [n for n in names if re.fullmatch(r"bertembed/_kernel\..*\.so", n)]
+kernel = [n for n in names if re.fullmatch(r"bertembed/_core/_kernel\..*\.so", n)]
 print("vendored:", *libs or ["(none)"])
 print("kernel:  ", *kernel or ["(none)"])
 leaked = [n for n in names if n.endswith((".c", ".html")) or n.startswith("tests/")]
