@@ -121,10 +121,39 @@ def test_a_try_of_all_threads_after_one_thread_is_measured_on_its_second_call():
 
 
 def test_tries_are_rarer_when_the_other_choice_is_much_slower():
-    """A try costs about 2% on average: 20x slower means a try every ~950 calls."""
+    """A try costs about 2% on average: all threads 20x slower means a first try
+    after 1024 calls (the first interval's cap), then one every ~1900 (a try
+    of all threads is two calls)."""
     chosen = drive(2000, lambda i: 50e-6, lambda i: 1e-3)
     tries = np.flatnonzero(chosen[10:] == 2)
     assert len(tries) <= 4  # one try (two calls) in the first 2000 calls
+
+
+def _crowded_then_quiet(i, quiet_from):
+    """(wall, CPU) seconds of a one-thread call and of an all-threads call: on
+    a crowded machine one thread gets half a core and all threads take 40x as
+    long (waiting for workers that have no core); then the machine empties."""
+    if i < quiet_from:
+        return (2e-3, 1e-3), (40e-3, -1.0)
+    return (1e-3, 1e-3), (0.55e-3, -1.0)
+
+
+def test_on_a_crowded_machine_tries_cost_about_two_percent_of_the_time():
+    # All threads 80x the charge of one (40 ms over a half-core share vs 1 ms):
+    # a try every 1024th call would cost ~4% of the time; the 2% rule spaces them.
+    n = 30000
+    chosen = drive(n, lambda i: _crowded_then_quiet(i, n)[0], lambda i: _crowded_then_quiet(i, n)[1])
+    time_taken = np.where(chosen == 1, 2e-3, 40e-3).sum()
+    assert time_taken < 1.02 * n * 2e-3
+
+
+def test_when_the_machine_empties_all_threads_are_tried_at_once():
+    # Crowded for 10000 calls (tries far apart), then quiet: all threads are
+    # tried within a few calls of the change, not thousands of calls later.
+    n, quiet_from = 14000, 10000
+    chosen = drive(n, lambda i: _crowded_then_quiet(i, quiet_from)[0], lambda i: _crowded_then_quiet(i, quiet_from)[1])
+    assert (chosen[2000:quiet_from] == 1).mean() > 0.999
+    assert (chosen[quiet_from + 50 :] == 2).mean() > 0.99
 
 
 def test_after_a_burst_of_noise_the_choice_comes_back():

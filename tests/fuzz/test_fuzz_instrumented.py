@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.fuzzing import gcc_asan_preloaded
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,6 +35,9 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+@pytest.mark.skipif(
+    gcc_asan_preloaded(), reason="under GCC's ASan runtime the targets fuzz with hypothesis, not atheris"
+)
 @pytest.mark.parametrize(
     "script, args",
     [("fuzz_checkpoints.py", ["zip"]), ("fuzz_checkpoints.py", ["config"]), ("fuzz_embed.py", [])],

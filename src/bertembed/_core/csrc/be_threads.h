@@ -8,9 +8,15 @@
  * class (log2 of the result's elements) the kernel keeps the recent cost per
  * element of one thread and of all the allowed threads, runs the cheaper, and
  * now and then tries the other: after 16 calls (or more, so that a try costs
- * about 2% on average: after 50 calls when the other is twice as slow), then
- * twice as many each time, up to every 1024th call while the choice holds;
- * the count starts again when the choice changes.
+ * about 2% on average: after 50 calls when the other is twice as slow; a try
+ * of all threads is two calls, see be_choose_threads), then twice as many
+ * each time, up to every 1024th call (or the 2% interval, where that is
+ * longer) while the choice holds; the count starts again when the choice
+ * changes. On a crowded machine a call with all threads can take 50 times a
+ * one-thread call, so a try every 1024th call would cost several per cent.
+ * When the machine empties (one-thread calls that got under 3/4 of a core at
+ * the last try now get nearly all of one), the estimate of all threads is
+ * learnt afresh at once.
  *
  * What a call costs is judged for the whole machine, not by its wall time
  * alone. A one-thread call costs its CPU time: the time it takes when it has a
@@ -50,6 +56,7 @@
 
 #define BE_FIRST_INTERVAL 16
 #define BE_LAST_INTERVAL  1024
+#define BE_MAX_INTERVAL   (1 << 20)
 #define BE_SIZE_CLASSES   64
 
 typedef struct {
@@ -62,6 +69,7 @@ typedef struct {
     int64_t last;         /* the choice of the previous call */
     int64_t again;        /* 1: the next call repeats a try of all threads */
     int64_t share;        /* recent share of a core of one-thread calls, per 1024 (0: none yet) */
+    int64_t share_at_try; /* `share` when all threads were last tried (0: none yet) */
 } be_size_class;
 
 static be_size_class be_classes[BE_SIZE_CLASSES];
@@ -81,12 +89,38 @@ static int be_size_class_of(int64_t elements) {
     return c;
 }
 
-/* Calls between two tries: at least BE_FIRST_INTERVAL, and enough that a
-   try of the slower choice costs at most about 2% on average. */
+/* Calls between two tries for a try to cost at most about 2% on average (a
+   try of all threads is two calls: the waking one and the measured one). */
+static int64_t be_two_percent_interval(const be_size_class *c) {
+    int64_t best = BE_LOAD(&c->best);
+    int64_t fast = BE_LOAD(&c->cost[best]), slow = BE_LOAD(&c->cost[1 - best]);
+    int64_t n;
+    if (fast <= 0) return BE_FIRST_INTERVAL;
+    if (slow > fast * BE_MAX_INTERVAL) return BE_MAX_INTERVAL;
+    n = (slow - fast) * (best == 0 ? 100 : 50) / fast;
+    return n > BE_MAX_INTERVAL ? BE_MAX_INTERVAL : n;
+}
+
+/* Calls until the first try after the choice changed: at least
+   BE_FIRST_INTERVAL, at most BE_LAST_INTERVAL, and the 2% interval between. */
 static int64_t be_first_interval(const be_size_class *c) {
-    int64_t fast = BE_LOAD(&c->cost[BE_LOAD(&c->best)]), slow = BE_LOAD(&c->cost[1 - BE_LOAD(&c->best)]);
-    int64_t n = fast > 0 ? (slow - fast) * 50 / fast : BE_FIRST_INTERVAL;
+    int64_t n = be_two_percent_interval(c);
     return n < BE_FIRST_INTERVAL ? BE_FIRST_INTERVAL : (n > BE_LAST_INTERVAL ? BE_LAST_INTERVAL : n);
+}
+
+/* The interval after `interval`: twice as long, up to BE_LAST_INTERVAL or
+   the 2% interval, whichever is longer. */
+static int64_t be_next_interval(const be_size_class *c, int64_t interval) {
+    int64_t cap = be_two_percent_interval(c);
+    if (cap < BE_LAST_INTERVAL) cap = BE_LAST_INTERVAL;
+    return interval * 2 > cap ? cap : interval * 2;
+}
+
+/* One-thread calls got under 3/4 of a core when all threads were last tried
+   and now get nearly a whole one: the machine has emptied. */
+static int be_machine_emptied(const be_size_class *c) {
+    int64_t then = BE_LOAD(&c->share_at_try);
+    return then > 0 && then < 768 && BE_LOAD(&c->share) >= 922;
 }
 
 /* Threads for a call of `elements` result values, allowed `share` threads.
@@ -102,6 +136,9 @@ static int be_choose_threads(int64_t elements, int share, int *arm) {
     if (!BE_LOAD(&be_learning)) return share;
     c = &be_classes[be_size_class_of(elements)];
     calls = BE_ADD(&c->calls, 1);
+    /* The estimate of all threads was made on a crowded machine: learn it
+       afresh (two measured calls). */
+    if (BE_LOAD(&c->best) == 0 && BE_LOAD(&c->samples[1]) >= 2 && be_machine_emptied(c)) BE_STORE(&c->samples[1], 0);
     if (BE_LOAD(&c->again)) {
         BE_STORE(&c->again, 0);
         choice = 1;
@@ -117,10 +154,11 @@ static int be_choose_threads(int64_t elements, int share, int *arm) {
         } else if (calls >= BE_LOAD(&c->next_try)) {
             interval = BE_LOAD(&c->interval);
             BE_STORE(&c->next_try, calls + interval);
-            BE_STORE(&c->interval, interval * 2 > BE_LAST_INTERVAL ? BE_LAST_INTERVAL : interval * 2);
+            BE_STORE(&c->interval, be_next_interval(c, interval));
             choice = 1 - choice;
         }
     }
+    if (choice == 1 && BE_LOAD(&c->best) == 0) BE_STORE(&c->share_at_try, BE_LOAD(&c->share));
     if (choice == 1 && BE_LOAD(&c->last) != 1) {
         BE_STORE(&c->again, 1);  /* measure the next one instead */
     } else {
@@ -190,6 +228,7 @@ static void be_reset_threads(void) {
         BE_STORE(&c->last, 0);
         BE_STORE(&c->again, 0);
         BE_STORE(&c->share, 0);
+        BE_STORE(&c->share_at_try, 0);
     }
 }
 
