@@ -4,9 +4,10 @@ Each run is its own process (the wait policy is fixed when the kernel loads):
 ``BERTEMBED_WAIT_POLICY=passive`` (the default) and ``=active`` (the OpenMP
 runtime's own policy). It prints the process's CPU time over a 1 s sleep
 after 2-thread calls (B=8, S=128, H=768 float32), the median call time with
-2 ms pauses between calls, and two encoder-like steps right after a 2-thread
-call, right after a 1-thread call (the same data through the caches, no
-OpenMP worker: what threads add) and after a 0.3 s pause (medians): a NumPy (OpenBLAS) 256x768 @ 768x768 matmul,
+2 ms pauses between calls, and two encoder-like steps, each after a 0.3 s
+pause and then right after a 2-thread call, right after a 1-thread call (the
+same data through the caches, no OpenMP worker: what threads add) or right
+after nothing (medians): a NumPy (OpenBLAS) 256x768 @ 768x768 matmul,
 and, when onnxruntime is installed, an ONNX Runtime session (two threads) of
 a feed-forward block (1024x768 @ 768x3072, Gelu, @ 3072x768). Every figure is taken
 with the harness's clock (``bertembed._bench.timing``).
@@ -82,17 +83,17 @@ def main() -> None:
         block()
     ort = (CallLog(block), CallLog(block), CallLog(block)) if block is not None else None
     pause = 0.3 if not args.quick else 0.05
+    before = (lambda: layer(ids, num_threads=2), lambda: layer(ids, num_threads=1), lambda: None)
     for _ in range(rounds):
         # After a 2-thread call, after a 1-thread call (the same data through
-        # the caches, no OpenMP worker), after a pause.
+        # the caches, no OpenMP worker), after nothing; each after a pause, so
+        # that a step sees only what ran right before it (not the previous
+        # step's runtime still spinning).
         for step in ((after, after_one, paused),) + ((ort,) if ort is not None else ()):
-            layer(ids, num_threads=2)
-            step[0]()
-            time.sleep(pause)
-            layer(ids, num_threads=1)
-            step[1]()
-            time.sleep(pause)
-            step[2]()
+            for run_before, log in zip(before, step, strict=True):
+                time.sleep(pause)
+                run_before()
+                log()
 
     def median_ms(log: CallLog) -> float:
         return float(np.median([r.seconds for r in log.records]) * 1e3)
