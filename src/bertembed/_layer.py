@@ -5,17 +5,22 @@ from __future__ import annotations
 import inspect
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _inputs
-from ._checkpoints import load, save
-from ._checkpoints.specials import TOKENIZER_NAME, read_tokenizer_json, tokenizer_special_ids
 from ._core import dtypes, embed, positions, trim, validate
 from ._core.embed import embed_ids
 from ._core.positions import ABSOLUTE, NONE, PositionRule
 from ._core.tables import Tables, prepare_tables, take_rows
+
+if TYPE_CHECKING:
+    from ._checkpoints import save
+
+# The checkpoint code (readers, families, the saver) is imported by the
+# methods that use it, not with the package: `import bertembed` stays cheap
+# for a process that builds layers from arrays or maps a saved one later.
 
 
 class BertEmbeddings:
@@ -219,6 +224,8 @@ class BertEmbeddings:
         validate.as_result_dtype(dtype, np.dtype(np.float32))  # a bad dtype fails before any file is read
         threads = validate.as_num_threads(num_threads)
         target = dtypes.as_table_dtype(table_dtype)
+        from ._checkpoints import load
+
         ckpt = load.read(path, config=config, table_dtype=target)
         layer = cls.__new__(cls)
         try:
@@ -288,6 +295,8 @@ class BertEmbeddings:
 
     def _save(self, directory: str | os.PathLike[str], tables: Tables, progress: save.Progress | None = None) -> None:
         """Save the layer with `tables` (its own, or a conversion of them)."""
+        from ._checkpoints import save
+
         save.save(
             directory,
             tables,
@@ -395,6 +404,8 @@ class BertEmbeddings:
 
     def _tokenizer_special_ids(self) -> tuple[int, ...]:
         """The special tokens of the ``tokenizer.json`` beside the checkpoint this layer was loaded from."""
+        from ._checkpoints.specials import TOKENIZER_NAME, read_tokenizer_json, tokenizer_special_ids
+
         if self._source is None:
             return ()
         source = Path(self._source[0])

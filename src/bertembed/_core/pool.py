@@ -16,8 +16,8 @@ or what :func:`set_result_cache` sets; buffers beyond that are freed at once.
 
 from __future__ import annotations
 
+import _thread  # (threading's RLock without importing threading)
 import math
-import threading
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class ResultPool:
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self._free: list[np.ndarray] = []
-        self._lock = threading.RLock()  # finalizers may run inside take()
+        self._lock = _thread.RLock()  # finalizers may run inside take()
 
     @property
     def free_bytes(self) -> int:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import platform
 import sys
 
 import numpy as np
@@ -221,6 +220,8 @@ def max_threads() -> int:
 
 def config() -> dict[str, object]:
     """The build and runtime facts that ``show_config`` prints, as a dict."""
+    import platform  # (only here: it costs milliseconds at import)
+
     info = _kernel.build_info()
     return {
         "bertembed": __version__,
