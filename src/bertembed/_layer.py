@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -237,6 +236,8 @@ class BertEmbeddings:
         layer._model_type = ckpt.model_type
         layer._threads = threads
         if isinstance(config, (str, os.PathLike)):
+            from pathlib import Path  # (loaded with the checkpoint code anyway)
+
             config = str(Path(os.fspath(config)).expanduser().resolve())
         layer._source = (ckpt.path, target, None if config is None else config)
         return layer
@@ -404,6 +405,8 @@ class BertEmbeddings:
 
     def _tokenizer_special_ids(self) -> tuple[int, ...]:
         """The special tokens of the ``tokenizer.json`` beside the checkpoint this layer was loaded from."""
+        from pathlib import Path
+
         from ._checkpoints.specials import TOKENIZER_NAME, read_tokenizer_json, tokenizer_special_ids
 
         if self._source is None:
