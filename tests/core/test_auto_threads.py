@@ -205,6 +205,11 @@ def _hog(stop):
 
 
 @pytest.mark.skipif(not bertembed.openmp_enabled(), reason="a serial build has one thread")
+@pytest.mark.skipif(
+    bool(__import__("os").environ.get("CI")),
+    reason="CI runs its steps side by side, so the load is not the test's hogs alone (the rule itself is "
+    "tested deterministically above)",
+)
 def test_real_calls_settle_on_one_thread_when_every_core_is_busy():
     import multiprocessing as mp
     import os
