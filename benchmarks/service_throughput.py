@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/service_throughput.py [--rounds 3] [--threads 2] [--texts 200] [--batch 32]
-        [--variants st,st-given,st-onnx,st-onnx-o3,pipeline,pipeline-given,http,latency]
+        [--variants st,st-given,st-onnx,st-onnx-o3,pipeline,pipeline-given,http,http-per-core,latency]
         [--st-onnx-python PATH] [--json FILE]
 
 The texts: ``--texts`` mixed-length texts built from ``benchmarks/data/sentences.txt``
@@ -22,8 +22,11 @@ Variants:
 ``st-onnx-o3``      the same with its O3-optimised graph (``export_optimized_onnx_model``)
 ``pipeline``        examples/service's ``SentenceEmbedder.encode_texts`` (sorted, token-budgeted calls)
 ``pipeline-given``  its encoder calls on ``batch`` texts in the given order (the previous behaviour)
-``http``            run.sh with W workers (default: one per core), 16 concurrent clients sending
-                    ``batch`` texts per request (``/embed``); memory per worker
+``http``            run.sh as it starts by default: one worker whose encoder has ``--threads``
+                    threads; 16 concurrent keep-alive clients sending ``batch`` texts per request
+                    (``/embed``); memory per worker
+``http-per-core``   the same with one worker per usable core, one thread each; CPU seconds per
+                    worker show how the kernel spread the 16 connections over them
 ``latency``         the service with one worker (one batcher, ``--threads`` threads): one-text
                     requests from one client, alone and while 8 clients send requests of ``batch``
                     long texts; p50/p99 of the one-text requests
@@ -55,7 +58,17 @@ sys.path.insert(0, str(SERVICE))  # the service example; bertembed is the instal
 from bertembed._bench import timing  # noqa: E402
 from bertembed._bench.spawn import emit, run_child, run_command, start_process, stop_process  # noqa: E402
 
-VARIANTS = ("st", "st-given", "st-onnx", "st-onnx-o3", "pipeline", "pipeline-given", "http", "latency")
+VARIANTS = (
+    "st",
+    "st-given",
+    "st-onnx",
+    "st-onnx-o3",
+    "pipeline",
+    "pipeline-given",
+    "http",
+    "http-per-core",
+    "latency",
+)
 MIB = 1 << 20
 #: Code of every child: this file's child_main, with the arguments after ``-c``.
 CHILD = (
@@ -160,7 +173,7 @@ def _serve(service_dir: str, workers: int, log: Path) -> Any:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHON": sys.executable, "SERVICE_ACCESS_LOG": "0"}
-    if workers == 1:
+    if workers == 1:  # one worker: the variant's threads (with more, run.sh's default split)
         env["SERVICE_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
     process = start_process(["bash", str(SERVICE / "run.sh"), service_dir, str(port), str(workers)], log, env)
     url = f"http://127.0.0.1:{port}"
@@ -219,8 +232,22 @@ async def _clients(url: str, bodies: list[list[str]], clients: int) -> tuple[lis
     return latencies, timing.now() - began
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _http(service_dir: str, texts: list[str], workers: int, batch: int, log: Path) -> dict[str, Any]:
     import asyncio
+    import resource
+
+    import procinfo
+
+    def own_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
 
     process, url = _serve(service_dir, workers, log)
     try:
@@ -228,12 +255,20 @@ def _http(service_dir: str, texts: list[str], workers: int, batch: int, log: Pat
         chunks = [texts[k : k + batch] for k in range(0, len(texts), batch)]
         asyncio.run(_clients(url, chunks, 16))  # warm-up
         bodies = chunks * 4
+        pids = procinfo.children(process.pid)
+        before, client_before = [_cpu_seconds(pid) for pid in pids], own_cpu()
         _, wall = asyncio.run(_clients(url, bodies, 16))
+        spent = [_cpu_seconds(pid) - b for pid, b in zip(pids, before, strict=True)]
+        client = own_cpu() - client_before
         after = _worker_memory(process.pid)
     finally:
         _stop(process)
     return {
         "texts_per_s": sum(len(b) for b in bodies) / wall,
+        "workers_cpu_s": sum(spent),
+        "busiest_worker_share": max(spent) / max(sum(spent), 1e-9),
+        "client_cpu_s": client,
+        "wall_s": wall,
         "rss_load_mib": after_load["rss"],
         "pss_load_mib": after_load["pss"],
         "rss_after_mib": after["rss"],
@@ -301,8 +336,8 @@ def child_main(argv: list[str]) -> None:
     """Child side: ``KIND MODEL TEXTS_JSON THREADS BATCH EXTRA`` -> one emitted result."""
     kind, model, texts_path, threads, batch, extra = argv
     texts = json.loads(Path(texts_path).read_text(encoding="utf-8"))
-    if kind in ("http", "latency"):
-        run = _http if kind == "http" else _latency
+    if kind in ("http", "http-per-core", "latency"):
+        run = _latency if kind == "latency" else _http
         emit(run(model, texts, int(extra), int(batch), Path(texts_path).with_suffix(f".{kind}.log")))
     else:
         emit(_in_process(kind, model, texts, int(threads), int(batch), extra))
@@ -359,11 +394,17 @@ def _table(results: dict[str, list[dict[str, Any]]]) -> str:
             f"| {kind} | {med(rows, 'texts_per_s'):.1f} | {rounds} | {med(rows, 'rss_load_mib'):.0f} | "
             f"{med(rows, 'peak_mib'):.0f} | {med(rows, 'rss_after_mib'):.0f} | {med(rows, 'load_s'):.2f} |"
         )
-    if results.get("http"):
-        rows = results["http"]
+    for kind in ("http", "http-per-core"):
+        rows = results.get(kind) or []
+        if not rows:
+            continue
+        shares = ", ".join(f"{r['busiest_worker_share']:.2f}" for r in rows)
         lines.append(
-            f"\nhttp: per worker ({rows[0]['workers']} workers): PSS after load {med(rows, 'pss_load_mib'):.0f} MiB, "
-            f"PSS after the run {med(rows, 'pss_after_mib'):.0f} MiB"
+            f"\n{kind}: per worker ({rows[0]['workers']} workers): PSS after load {med(rows, 'pss_load_mib'):.0f} MiB, "
+            f"PSS after the run {med(rows, 'pss_after_mib'):.0f} MiB; timed run: workers' CPU "
+            f"{med(rows, 'workers_cpu_s'):.1f} s, the busiest worker's share {med(rows, 'busiest_worker_share'):.2f} "
+            f"(rounds: {shares}), the clients' CPU "
+            f"{med(rows, 'client_cpu_s'):.2f} s, over {med(rows, 'wall_s'):.1f} s"
         )
     if results.get("latency"):
         rows = results["latency"]
@@ -393,6 +434,7 @@ def _table(results: dict[str, list[dict[str, Any]]]) -> str:
         ratio("pipeline", peer, "rss_load_mib")
         ratio("pipeline", peer, "peak_mib")
     ratio("http", "pipeline", "texts_per_s")
+    ratio("http-per-core", "pipeline", "texts_per_s")
     if ratios:
         lines.append("\nratios (medians): " + "; ".join(ratios))
     return "\n".join(lines)
@@ -404,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--texts", type=int, default=200)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="of http-per-core")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--st-onnx-python", help="interpreter of an environment with optimum-onnx")
     parser.add_argument("--service-dir", help="an existing export (default: export_encoder.py into a temp dir)")
@@ -467,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                     assert service_dir is not None
                     # The latency variant has one worker: all the load goes through one batcher
                     # (with several, the kernel's split of the connections decides who waits).
-                    extra = {"http": str(args.workers), "latency": "1"}.get(kind, "")
+                    extra = {"http": "1", "http-per-core": str(args.workers), "latency": "1"}.get(kind, "")
                     row = _run(kind, service_dir, texts_path, args.threads, args.batch, extra)
                 results[kind].append(row)
                 print(f"round {round_ + 1} {kind}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)

@@ -4,8 +4,12 @@
 #   run.sh OUT_DIR PORT [WORKERS] [--threads N] [--max-batch-tokens N] [--max-wait-ms MS]
 #          [--max-request-tokens N] [--batch-size N]
 #
-# OUT_DIR is the output of export_encoder.py or from_onnx.py; WORKERS defaults
-# to the number of usable cores. gunicorn runs WORKERS uvicorn workers (the
+# OUT_DIR is the output of export_encoder.py or from_onnx.py. WORKERS defaults
+# to 1, whose encoder then gets every usable core (SERVICE_THREADS): one
+# batcher sees every request. With more workers each batches only the requests
+# of the connections it happened to accept (keep-alive clients stay on one
+# worker), so the load can sit on one of them while the others idle; see
+# README.md, "Workers and threads". gunicorn runs WORKERS uvicorn workers (the
 # uvicorn-worker package) and restarts any that dies. --preload imports the
 # app in the master: the checkpoint's embedding tables are memory-mapped once
 # there, and every worker forked from it shares the same pages. Each worker
@@ -44,9 +48,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 out_dir="$(cd "${positional[0]}" && pwd)"
 port="${positional[1]}"
 python="${PYTHON:-python3}"
-# The affinity mask where the OS has one (Linux), else the CPU count (macOS).
-usable_cpus='import os; print(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)'
-workers="${positional[2]:-$("$python" -c "$usable_cpus")}"
+workers="${positional[2]:-1}"
 if [[ ! -f "$out_dir/service.json" ]]; then
     echo "$0: $out_dir/service.json not found; run export_encoder.py MODEL_DIR $out_dir first" >&2
     exit 2
