@@ -164,10 +164,8 @@ def _in_process(kind: str, model: str, texts: list[str], threads: int, batch: in
 
 def _serve(service_dir: str, workers: int, log: Path) -> Any:
     import socket
-    import time
 
-    import httpx
-    import procinfo
+    from compare import wait_ready
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -177,21 +175,12 @@ def _serve(service_dir: str, workers: int, log: Path) -> Any:
         env["SERVICE_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
     process = start_process(["bash", str(SERVICE / "run.sh"), service_dir, str(port), str(workers)], log, env)
     url = f"http://127.0.0.1:{port}"
-    seen: set[int] = set()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the service exited: {log.read_text()[-2000:]}")
-        try:
-            answer = httpx.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=5)
-            if answer.status_code == 200:
-                seen.add(answer.json()["pid"])
-        except httpx.HTTPError:
-            pass
-        if len(seen) >= workers and set(procinfo.children(process.pid)) <= seen:
-            return process, url
-        time.sleep(0.05)
-    raise RuntimeError("the service did not start")
+    try:
+        wait_ready(process, url, workers, timeout=180)
+    except RuntimeError as exc:
+        stop_process(process)
+        raise RuntimeError(f"{exc}: {log.read_text()[-2000:]}") from None
+    return process, url
 
 
 def _stop(process: Any) -> None:

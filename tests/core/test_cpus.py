@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
+from helpers.cgroups import one_cpu_group
 
 from bertembed._core import cpus
 
@@ -115,28 +115,9 @@ def test_usable_cpus_follows_the_affinity_mask():
     assert int(proc.stdout) == 1
 
 
-def _cgroup_v1_cpu() -> Path | None:
-    for fstype, root, point, options in cpus._mounts(Path("/proc/self/mountinfo")):
-        if fstype == "cgroup" and "cpu" in options and root == "/":
-            return Path(point)
-    return None
-
-
 def test_a_real_cgroup_quota_sets_the_ceiling():
     """A child process in a cgroup limited to 1 CPU (cgroup v1, as root) sees a ceiling of 1."""
-    point = _cgroup_v1_cpu()
-    if point is None or not os.access(point, os.W_OK):
-        pytest.skip("needs a writable cgroup v1 cpu hierarchy (root, unconfined)")
-    if cpus.usable_cpus() < 2:
-        pytest.skip("one CPU: a 1-CPU quota changes nothing")
-    group = point / f"bertembed-test-{uuid.uuid4().hex[:8]}"
-    try:
-        group.mkdir()
-        (group / "cpu.cfs_period_us").write_text("100000")
-        (group / "cpu.cfs_quota_us").write_text("100000")
-    except OSError as exc:
-        pytest.skip(f"cannot make a cgroup here: {exc}")
-    try:
+    with one_cpu_group() as group:
         code = (
             f"open({str(group / 'cgroup.procs')!r}, 'w').write('0');"
             "from bertembed._core.cpus import cpu_budget; b = cpu_budget(); print(b.ceiling, b.source)"
@@ -146,5 +127,3 @@ def test_a_real_cgroup_quota_sets_the_ceiling():
         ceiling, source = proc.stdout.split()
         assert int(ceiling) == 1
         assert source == str(group / "cpu.cfs_quota_us")
-    finally:
-        group.rmdir()

@@ -7,12 +7,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import uuid
 
 import numpy as np
 import pytest
+from helpers.cgroups import one_cpu_group
 from helpers.reference import reference
-from test_cpus import _cgroup_v1_cpu
 
 import bertembed
 from bertembed._core import cpus
@@ -145,28 +144,11 @@ def test_the_setting_holds_in_a_forked_child_and_can_be_made_there():
     assert made[0] == "1" and int(made[1]) <= 2
 
 
-def _quota_group():
-    point = _cgroup_v1_cpu()
-    if point is None or not os.access(point, os.W_OK):
-        pytest.skip("needs a writable cgroup v1 cpu hierarchy (root, unconfined)")
-    if cpus.usable_cpus() < 2:
-        pytest.skip("one CPU: a 1-CPU quota changes nothing")
-    group = point / f"bertembed-test-{uuid.uuid4().hex[:8]}"
-    try:
-        group.mkdir()
-        (group / "cpu.cfs_period_us").write_text("100000")
-        (group / "cpu.cfs_quota_us").write_text("100000")
-    except OSError as exc:
-        pytest.skip(f"cannot make a cgroup here: {exc}")
-    return group
-
-
 @needs_fork
 def test_a_real_quota_reaches_max_threads_and_show_config_in_a_forked_child():
     """Imported outside the quota (ceiling: all CPUs), then moved into a 1-CPU group and forked:
     the child re-reads the budget."""
-    group = _quota_group()
-    try:
+    with one_cpu_group() as group:
         out = _run(
             f"""
             import os, sys, bertembed
@@ -188,5 +170,3 @@ def test_a_real_quota_reaches_max_threads_and_show_config_in_a_forked_child():
         assert int(inside) == 1
         assert ceiling == f"1 ({group / 'cpu.cfs_quota_us'})"
         assert quota.startswith("1 CPUs (100000/100000 us")
-    finally:
-        group.rmdir()

@@ -33,7 +33,8 @@ def own(server: Server) -> np.ndarray:
 
 
 def _exact(got: object, expected: np.ndarray) -> None:
-    np.testing.assert_array_equal(np.asarray(got, dtype=np.float32), expected)
+    """Bit for bit the same float32 values (JSON carries each as the shortest number that reads back as it)."""
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float32), np.asarray(expected, dtype=np.float32))
 
 
 def test_openai_sdk_default_base64(server: Server, own: np.ndarray) -> None:
