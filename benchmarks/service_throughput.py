@@ -230,13 +230,8 @@ def _cpu_seconds(pid: int) -> float:
 
 def _http(service_dir: str, texts: list[str], workers: int, batch: int, log: Path) -> dict[str, Any]:
     import asyncio
-    import resource
 
     import procinfo
-
-    def own_cpu() -> float:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
 
     process, url = _serve(service_dir, workers, log)
     try:
@@ -245,10 +240,10 @@ def _http(service_dir: str, texts: list[str], workers: int, batch: int, log: Pat
         asyncio.run(_clients(url, chunks, 16))  # warm-up
         bodies = chunks * 4
         pids = procinfo.children(process.pid)
-        before, client_before = [_cpu_seconds(pid) for pid in pids], own_cpu()
-        _, wall = asyncio.run(_clients(url, bodies, 16))
+        before = [_cpu_seconds(pid) for pid in pids]
+        timed = timing.time_once(lambda: asyncio.run(_clients(url, bodies, 16)))
         spent = [_cpu_seconds(pid) - b for pid, b in zip(pids, before, strict=True)]
-        client = own_cpu() - client_before
+        wall, client = timed.result[1], timed.cpu_s
         after = _worker_memory(process.pid)
     finally:
         _stop(process)
