@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/service_throughput.py [--rounds 3] [--threads 2] [--texts 200] [--batch 32]
-        [--variants st,st-given,st-onnx,st-onnx-o3,pipeline,pipeline-given,http,http-per-core,latency]
+        [--variants st,st-given,st-onnx,st-onnx-o3,pipeline,pipeline-given,http,http-per-core,latency,memory]
         [--st-onnx-python PATH] [--json FILE]
 
 The texts: ``--texts`` mixed-length texts built from ``benchmarks/data/sentences.txt``
@@ -30,6 +30,9 @@ Variants:
 ``latency``         the service with one worker (one batcher, ``--threads`` threads): one-text
                     requests from one client, alone and while 8 clients send requests of ``batch``
                     long texts; p50/p99 of the one-text requests
+``memory``          the service with one worker, once per setting of ``MEMORY_SETTINGS`` (the batch-token
+                    budget, ONNX Runtime's arena): its RSS/PSS after load, its peak and its RSS after
+                    4 clients sent requests of ``batch`` of the longest texts (every call at its budget)
 
 The ONNX backend of sentence-transformers needs ``optimum-onnx``, which (at 0.1.0) needs
 transformers < 4.58, while sentence-transformers 6 needs transformers 5: it cannot be installed
@@ -56,7 +59,14 @@ SENTENCES = ROOT / "benchmarks" / "data" / "sentences.txt"
 sys.path.insert(0, str(SERVICE))  # the service example; bertembed is the installed one
 
 from bertembed._bench import timing  # noqa: E402
-from bertembed._bench.spawn import emit, run_child, run_command, start_process, stop_process  # noqa: E402
+from bertembed._bench.spawn import (  # noqa: E402
+    emit,
+    package_root,
+    run_child,
+    run_command,
+    start_process,
+    stop_process,
+)
 
 VARIANTS = (
     "st",
@@ -68,7 +78,10 @@ VARIANTS = (
     "http",
     "http-per-core",
     "latency",
+    "memory",
 )
+#: (SERVICE_MAX_BATCH_TOKENS, SERVICE_ORT_ARENA) of the ``memory`` variant's services.
+MEMORY_SETTINGS = ((1024, "shrink"), (2048, "shrink"), (4096, "shrink"), (8192, "shrink"), (4096, "on"), (4096, "off"))
 MIB = 1 << 20
 #: Code of every child: this file's child_main, with the arguments after ``-c``.
 CHILD = (
@@ -162,7 +175,7 @@ def _in_process(kind: str, model: str, texts: list[str], threads: int, batch: in
     }
 
 
-def _serve(service_dir: str, workers: int, log: Path) -> Any:
+def _serve(service_dir: str, workers: int, log: Path, settings: dict[str, str] | None = None) -> Any:
     import socket
 
     from compare import wait_ready
@@ -170,7 +183,7 @@ def _serve(service_dir: str, workers: int, log: Path) -> Any:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHON": sys.executable, "SERVICE_ACCESS_LOG": "0"}
+    env = {**os.environ, "PYTHON": sys.executable, "SERVICE_ACCESS_LOG": "0", **(settings or {})}
     if workers == 1:  # one worker: the variant's threads (with more, run.sh's default split)
         env["SERVICE_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
     process = start_process(["bash", str(SERVICE / "run.sh"), service_dir, str(port), str(workers)], log, env)
@@ -316,13 +329,49 @@ def _latency(service_dir: str, texts: list[str], workers: int, batch: int, log: 
     }
 
 
+def _memory(service_dir: str, texts: list[str], batch: int, log: Path, round_: int) -> dict[str, Any]:
+    """One worker per setting of MEMORY_SETTINGS: its memory after load, at its peak and after long requests.
+
+    The settings take turns in an order rotated by ``round_``, so that none is always first or last.
+    """
+    import asyncio
+
+    long_texts = sorted(texts, key=len, reverse=True)[: max(batch, len(texts) // 4)]
+    rng = random.Random(2)
+    bodies = [rng.sample(long_texts, batch) for _ in range(8)]
+    row: dict[str, Any] = {}
+    shift = round_ % len(MEMORY_SETTINGS)
+    for tokens, arena in MEMORY_SETTINGS[shift:] + MEMORY_SETTINGS[:shift]:
+        settings = {"SERVICE_MAX_BATCH_TOKENS": str(tokens), "SERVICE_ORT_ARENA": arena}
+        process, url = _serve(service_dir, 1, log, settings)
+        try:
+            loaded = _worker_memory(process.pid)
+            wall = asyncio.run(_clients(url, bodies, 4))[1]
+            after = _worker_memory(process.pid)
+        finally:
+            _stop(process)
+        key = f"{tokens}-{arena}"
+        row |= {
+            f"rss_load_mib@{key}": loaded["rss"],
+            f"pss_load_mib@{key}": loaded["pss"],
+            f"peak_mib@{key}": after["peak"],
+            f"rss_after_mib@{key}": after["rss"],
+            f"pss_after_mib@{key}": after["pss"],
+            f"texts_per_s@{key}": len(bodies) * batch / wall,
+        }
+    return row
+
+
 def child_main(argv: list[str]) -> None:
     """Child side: ``KIND MODEL TEXTS_JSON THREADS BATCH EXTRA`` -> one emitted result."""
     kind, model, texts_path, threads, batch, extra = argv
     texts = json.loads(Path(texts_path).read_text(encoding="utf-8"))
-    if kind in ("http", "http-per-core", "latency"):
+    log = Path(texts_path).with_suffix(f".{kind}.log")
+    if kind == "memory":
+        emit(_memory(model, texts, int(batch), log, int(extra)))
+    elif kind in ("http", "http-per-core", "latency"):
         run = _latency if kind == "latency" else _http
-        emit(run(model, texts, int(extra), int(batch), Path(texts_path).with_suffix(f".{kind}.log")))
+        emit(run(model, texts, int(extra), int(batch), log))
     else:
         emit(_in_process(kind, model, texts, int(threads), int(batch), extra))
 
@@ -337,9 +386,21 @@ def _run(kind: str, model: str, texts_path: Path, threads: int, batch: int, extr
 
 
 def _run_other_python(python: str, kind: str, model: str, texts_path: Path, threads: int, batch: int, extra: str):
-    """A child in another environment's interpreter (sentence-transformers' ONNX backend): the child execs it."""
+    """A child in another environment's interpreter (sentence-transformers' ONNX backend): the child execs it.
+
+    The other interpreter finds this bertembed (for the harness's timing) through a folder that holds
+    only a link to the package: when bertembed is installed, the folder that holds it is this
+    environment's site-packages, whose transformers and torch must not shadow the other environment's.
+    """
     inner = CHILD.format(bench=str(ROOT / "benchmarks"), service=str(SERVICE))
-    code = f"import os, sys; os.execv({python!r}, [{python!r}, '-c', {inner!r}, *sys.argv[1:]])"
+    only = texts_path.parent / "bertembed-only"
+    if not only.exists():
+        only.mkdir()
+        (only / "bertembed").symlink_to(Path(package_root()) / "bertembed", target_is_directory=True)
+    code = (
+        f"import os, sys; os.environ['PYTHONPATH'] = {str(only)!r}; "
+        f"os.execv({python!r}, [{python!r}, '-c', {inner!r}, *sys.argv[1:]])"
+    )
     env = {"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     return run_child(code, [kind, model, str(texts_path), str(threads), str(batch), extra], env=env)
 
@@ -371,7 +432,7 @@ def _table(results: dict[str, list[dict[str, Any]]]) -> str:
         "|---|---:|---|---:|---:|---:|---:|",
     ]
     for kind, rows in results.items():
-        if kind == "latency" or not rows:
+        if kind in ("latency", "memory") or not rows:
             continue
         rounds = ", ".join(f"{r['texts_per_s']:.1f}" for r in rows)
         lines.append(
@@ -406,6 +467,28 @@ def _table(results: dict[str, list[dict[str, Any]]]) -> str:
                 med(rows, "big_texts_per_s"),
             )
         )
+    if results.get("memory"):
+        rows = results["memory"]
+        lines += [
+            "\none worker, long requests (MiB, median over rounds):\n",
+            "| max batch tokens | arena | RSS after load | PSS after load | peak RSS | RSS after | PSS after "
+            "| texts/s |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for tokens, arena in MEMORY_SETTINGS:
+            key = f"{tokens}-{arena}"
+            cells = " | ".join(
+                f"{med(rows, f'{name}@{key}'):.{digits}f}"
+                for name, digits in (
+                    ("rss_load_mib", 0),
+                    ("pss_load_mib", 0),
+                    ("peak_mib", 0),
+                    ("rss_after_mib", 0),
+                    ("pss_after_mib", 0),
+                    ("texts_per_s", 1),
+                )
+            )
+            lines.append(f"| {tokens} | {arena} | {cells} |")
     ratios = []
 
     def ratio(a: str, b: str, key: str, invert: bool = False) -> None:
@@ -456,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         texts_path = work / "texts.json"
         texts_path.write_text(json.dumps(texts), encoding="utf-8")
         service_dir = args.service_dir
-        if service_dir is None and any(v.startswith(("pipeline", "http", "latency")) for v in variants):
+        if service_dir is None and any(v.startswith(("pipeline", "http", "latency", "memory")) for v in variants):
             service_dir = str(work / "export")
             run_command([sys.executable, str(SERVICE / "export_encoder.py"), model, service_dir])
         st_onnx = None
@@ -493,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
                     assert service_dir is not None
                     # The latency variant has one worker: all the load goes through one batcher
                     # (with several, the kernel's split of the connections decides who waits).
-                    extra = {"http": "1", "http-per-core": str(args.workers), "latency": "1"}.get(kind, "")
+                    per_kind = {"http": "1", "http-per-core": str(args.workers), "latency": "1", "memory": str(round_)}
+                    extra = per_kind.get(kind, "")
                     row = _run(kind, service_dir, texts_path, args.threads, args.batch, extra)
                 results[kind].append(row)
                 print(f"round {round_ + 1} {kind}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)
