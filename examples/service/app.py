@@ -62,7 +62,18 @@ from typing import Any
 import numpy as np
 from batching import Batcher
 from metrics import Metrics
-from pipeline import ARENA_MODES, EMBEDDINGS, GRAPH_LEVELS, InputTooLong, SentenceEmbedder, TrimmedToken
+from pipeline import (
+    ARENA_MODES,
+    DEFAULT_ARENA,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_GRAPH_LEVEL,
+    DEFAULT_MAX_BATCH_TOKENS,
+    EMBEDDINGS,
+    GRAPH_LEVELS,
+    InputTooLong,
+    SentenceEmbedder,
+    TrimmedToken,
+)
 from protocols import (
     BadRequest,
     EmbedRequest,
@@ -84,18 +95,18 @@ from starlette.routing import Route
 
 log = logging.getLogger("service")
 
-#: Defaults of the settings above (the environment overrides them).
+#: Defaults of the settings above (the environment overrides them); the encoder's are pipeline.py's.
 DEFAULTS: dict[str, Any] = {
-    "batch_size": 32,
-    "max_batch_tokens": 4096,
+    "batch_size": DEFAULT_BATCH_SIZE,
+    "max_batch_tokens": DEFAULT_MAX_BATCH_TOKENS,
     "max_wait_ms": 2.0,
     "max_batch": 2048,
     "max_request_tokens": 65536,
     "max_queue_tokens": 262144,
     "max_body_bytes": 4 << 20,
     "auto_truncate": True,
-    "arena": "shrink",
-    "graph_optimization": "all",
+    "arena": DEFAULT_ARENA,
+    "graph_optimization": DEFAULT_GRAPH_LEVEL,
 }
 #: Routes whose errors take OpenAI's shape.
 OPENAI_PREFIX = "/v1/"
@@ -347,7 +358,7 @@ def create_app(
         waiting = batcher.queue()[1]
         if waiting + tokens > max_queue_tokens:
             raise BadRequest(
-                429, f"this worker is busy ({waiting} tokens waiting); retry later", error_type="overloaded"
+                429, f"this worker is busy ({waiting} tokens waiting); retry later", error_type="Overloaded"
             )
         request.scope["state"]["log"] = {"inputs": len(seqs), "tokens": tokens}
         metrics.inputs(len(seqs), tokens)
@@ -441,7 +452,9 @@ def create_app(
         )
 
     async def health(request: Request) -> Response:
-        return Response(status_code=200 if embedder.ready else 503)
+        if not embedder.ready:  # TEI's answer while its model is not ready
+            return _error(request.url.path, BadRequest(503, "unhealthy", error_type="Unhealthy"))
+        return Response(status_code=200)
 
     async def healthz(request: Request) -> Response:
         if not embedder.ready:
@@ -486,7 +499,7 @@ def create_app(
 
     async def server_error(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _error(request.url.path, BadRequest(500, "internal error", error_type="backend"))
+        return _error(request.url.path, BadRequest(500, "internal error", error_type="Backend"))
 
     app = Starlette(
         routes=[

@@ -61,6 +61,7 @@ DEFAULT_MAX_BATCH_TOKENS = 4096
 #: ONNX Runtime's CPU memory arena: "shrink" (kept between calls, its unused chunks given back after
 #: each call), "on" (kept at its largest size), "off" (every buffer from malloc).
 ARENA_MODES = ("shrink", "on", "off")
+DEFAULT_ARENA = "shrink"
 #: graph_optimization_level names accepted by ``SentenceEmbedder(graph_optimization=...)``.
 GRAPH_LEVELS = {
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -314,7 +315,7 @@ class SentenceEmbedder:
         embed_threads: int = 1,
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
-        arena: str = "shrink",
+        arena: str = DEFAULT_ARENA,
         graph_optimization: str = DEFAULT_GRAPH_LEVEL,
     ) -> None:
         if arena not in ARENA_MODES:

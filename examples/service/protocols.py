@@ -9,7 +9,7 @@ error body needs:
   ``{"inputs": ..., "normalize", "truncate", "truncation_direction",
   "prompt_name", "dimensions"}`` (answer: a bare list of vectors). Errors are
   ``{"error": message, "error_type": kind}`` (TEI's shape; ``error_type``
-  is one of TEI's kinds).
+  is one of :data:`TEI_ERROR_TYPES`, spelled as TEI sends them).
 - ``POST /v1/embeddings``: OpenAI's ``{"input", "model", "encoding_format",
   "dimensions", "user"}``; errors are
   ``{"error": {"message", "type", "param", "code"}}``.
@@ -40,6 +40,9 @@ TEI_FIELDS = ("inputs", "normalize", "truncate", "truncation_direction", "prompt
 #: Fields of an OpenAI ``/v1/embeddings`` body.
 OPENAI_FIELDS = ("input", "model", "encoding_format", "dimensions", "user")
 ENCODING_FORMATS = ("float", "base64")
+#: TEI's kinds of error, as its server writes them in ``error_type`` (its OpenAPI schema's enum;
+#: clients generated from that schema refuse any other spelling).
+TEI_ERROR_TYPES = ("Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty")
 
 
 class BadRequest(Exception):
@@ -52,7 +55,7 @@ class BadRequest(Exception):
     message : str
         What is wrong, for the client.
     error_type : str
-        TEI's kind: ``validation``, ``tokenizer``, ``empty``, ``overloaded``, ``unhealthy``, ``backend``.
+        TEI's kind, one of :data:`TEI_ERROR_TYPES`.
     param, code : str, optional
         OpenAI's ``param`` (the field at fault) and ``code``.
     """
@@ -62,10 +65,12 @@ class BadRequest(Exception):
         status: int,
         message: str,
         *,
-        error_type: str = "validation",
+        error_type: str = "Validation",
         param: str | None = None,
         code: str | None = None,
     ) -> None:
+        if error_type not in TEI_ERROR_TYPES:
+            raise ValueError(f"error_type {error_type!r} is not one of TEI's {TEI_ERROR_TYPES}")
         super().__init__(message)
         self.status, self.message = status, message
         self.error_type, self.param, self.code = error_type, param, code
@@ -148,7 +153,7 @@ def _is_int(value: Any) -> bool:
 
 def _check_ids(name: str, ids: list[Any], label: str) -> list[int]:
     if not ids:
-        raise BadRequest(422, f"{label} is an empty list of token ids", error_type="empty", param=name)
+        raise BadRequest(422, f"{label} is an empty list of token ids", error_type="Empty", param=name)
     for k, value in enumerate(ids):
         if not _is_int(value):
             raise BadRequest(422, f"{label}[{k}] is {json_type(value)}, not a token id", param=name)
@@ -172,7 +177,7 @@ def parse_inputs(name: str, value: Any, max_batch: int) -> tuple[list[str] | Non
             422, f"'{name}' must be a string or an array of strings or token ids, got {json_type(value)}", param=name
         )
     if not value:
-        raise BadRequest(422, f"'{name}' is empty: send at least one input", error_type="empty", param=name)
+        raise BadRequest(422, f"'{name}' is empty: send at least one input", error_type="Empty", param=name)
     if all(_is_int(v) for v in value):  # one list of token ids
         return None, [_check_ids(name, value, name)]
     if len(value) > max_batch:
@@ -199,7 +204,7 @@ def check_token_ids(name: str, ids: list[list[int]], vocab_size: int) -> None:
             raise BadRequest(
                 422,
                 f"{name}[{k}][{bad}] = {row[bad]} is not a token id of this model (0 to {vocab_size - 1})",
-                error_type="tokenizer",
+                error_type="Tokenizer",
                 param=name,
             )
 
@@ -237,7 +242,7 @@ def parse_embed_body(body: bytes, max_batch: int) -> EmbedRequest:
         if not isinstance(texts, list):
             raise BadRequest(422, f"'texts' must be an array of strings, got {json_type(texts)}")
         if not texts:
-            raise BadRequest(422, "'texts' is empty: send at least one text", error_type="empty")
+            raise BadRequest(422, "'texts' is empty: send at least one text", error_type="Empty")
         if len(texts) > max_batch:
             raise BadRequest(422, f"'texts' has {len(texts)} texts, more than the limit of {max_batch} per request")
         return EmbedRequest("texts", texts=[_check_text("texts", k, t) for k, t in enumerate(texts)])

@@ -503,7 +503,7 @@ def test_bad_input_gets_a_4xx_that_says_what_is_wrong(server: Server, case: str)
 def test_wrong_method_or_path(server: Server, method: str, path: str, status: int, message: str) -> None:
     answer = httpx.request(method, f"{server.url}{path}", timeout=30)
     assert answer.status_code == status
-    assert answer.json() == {"error": message, "error_type": "validation"}
+    assert answer.json() == {"error": message, "error_type": "Validation"}
 
 
 def test_still_serving_after_bad_input(server: Server) -> None:

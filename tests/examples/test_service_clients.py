@@ -2,17 +2,22 @@
 
 The ``openai`` SDK (its default base64 encoding and ``encoding_format="float"``), ``langchain-openai``'s
 ``OpenAIEmbeddings``, ``huggingface_hub``'s ``InferenceClient.feature_extraction`` (Text Embeddings
-Inference's protocol) and a plain TEI-style JSON client, against the session's running service
-(2 workers). Every result must equal the service's own ``POST /embed {"texts"}`` answer for the same
-texts, exactly: the same float32 values, whatever the encoding. (The same text sent with other
-texts may differ in the last bits: the encoder call it lands in has another shape.) The clients are pinned in
-``examples/service/requirements-test.txt``; a test skips when its client is missing.
+Inference's protocol), the TEI clients ``tei-client`` and ``text-embeddings-inference-client`` (generated
+from TEI's OpenAPI schema; it runs in an environment of its own, ``.ci/tei-client.sh``) and a plain
+TEI-style JSON client, against the session's running service (2 workers). Every result must equal the
+service's own ``POST /embed {"texts"}`` answer for the same texts, exactly: the same float32 values,
+whatever the encoding. (The same text sent with other texts may differ in the last bits: the encoder
+call it lands in has another shape.) The clients are pinned in ``examples/service/requirements-test.txt``;
+a test skips when its client is missing.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -151,7 +156,63 @@ def test_tei_json_client(server: Server, own: np.ndarray) -> None:
     assert httpx.get(f"{server.url}/health", timeout=30).status_code == 200
     bad = httpx.post(f"{server.url}/embed", json={"inputs": []}, timeout=30)
     assert bad.status_code == 422
-    assert bad.json() == {"error": "'inputs' is empty: send at least one input", "error_type": "empty"}
+    assert bad.json() == {"error": "'inputs' is empty: send at least one input", "error_type": "Empty"}
+
+
+def test_tei_client(server: Server, own: np.ndarray) -> None:
+    """``tei-client``'s HttpClient: /info parsed into its model, embeddings, health."""
+    tei_client = pytest.importorskip("tei_client")
+    client = tei_client.HttpClient(server.url, timeout=60)
+    info = client.info()
+    assert (info.server_model_id, info.max_input_length) == (MODEL_NAME, 256)
+    assert info.server_model_type == tei_client.ModelType.Embedding
+    assert info.server_model_metadata is not None and info.server_model_metadata.pooling == "mean"
+    assert client.health()
+    _exact(client.embed(TEXTS, truncate=True), own)
+    _exact(client.embed(TEXTS[0]), server.embed(TEXTS[:1]))
+
+
+#: Drives text-embeddings-inference-client in its own environment; prints what it got as JSON.
+_GENERATED_CLIENT = """
+import json, sys
+from text_embeddings_inference_client import Client
+from text_embeddings_inference_client.api.text_embeddings_inference import embed, health
+from text_embeddings_inference_client.models import EmbedRequest
+url, texts, long_text = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+client = Client(base_url=url, timeout=60, raise_on_unexpected_status=True)
+many = embed.sync(client=client, json_body=EmbedRequest(inputs=texts))
+one = embed.sync(client=client, json_body=EmbedRequest(inputs=texts[0]))
+refused = embed.sync_detailed(client=client, json_body=EmbedRequest(inputs=long_text, truncate=False))
+print(json.dumps({
+    "many": many, "one": one, "status": int(refused.status_code), "error": refused.parsed.error,
+    "error_type": refused.parsed.error_type.value, "health": int(health.sync_detailed(client=client).status_code),
+}))
+"""
+
+
+def test_text_embeddings_inference_client(server: Server, own: np.ndarray) -> None:
+    """The client generated from TEI's OpenAPI schema: embeddings, and a refusal parsed into its ErrorResponse.
+
+    Its ErrorResponse takes ``error_type`` only as TEI's server spells it (``Validation``, ...).
+    """
+    python = os.environ.get("BERTEMBED_TEI_CLIENT_PYTHON")
+    if not python:
+        pytest.skip("BERTEMBED_TEI_CLIENT_PYTHON not set (.ci/tei-client.sh makes its environment)")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run(
+        [python, "-c", _GENERATED_CLIENT, server.url, json.dumps(TEXTS), LONG],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    _exact(got["many"], own)
+    _exact(got["one"], server.embed(TEXTS[:1]))
+    assert (got["status"], got["error_type"], got["health"]) == (413, "Validation", 200)
+    assert re.match(r"input 0 has \d+ tokens, more than the model's 256", got["error"]), got["error"]
 
 
 def test_truncation_direction(server: Server) -> None:

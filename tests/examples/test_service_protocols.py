@@ -95,6 +95,17 @@ def test_token_ids_outside_the_table_are_refused() -> None:
         protocols.check_token_ids("inputs", [[1, 2], [-1]], vocab_size=10)
 
 
+def test_tei_errors_carry_tei_s_spelling_of_the_kind() -> None:
+    """TEI's server writes ``error_type`` as its enum's names (``Validation``, ...); clients generated from
+    its OpenAPI schema refuse any other spelling, so a lower-case kind is a programming error here."""
+    assert protocols.tei_error(protocols.BadRequest(422, "no")) == {"error": "no", "error_type": "Validation"}
+    with pytest.raises(protocols.BadRequest, match=r"^'inputs' is empty") as refused:
+        protocols.parse_embed_body(b'{"inputs": []}', max_batch=8)
+    assert protocols.tei_error(refused.value)["error_type"] == "Empty"
+    with pytest.raises(ValueError, match=r"error_type 'validation' is not one of TEI's \('Unhealthy', 'Backend'"):
+        protocols.BadRequest(422, "no", error_type="validation")
+
+
 @pytest.mark.parametrize("write", ["texts_body", "tei_body", "openai_body"])
 def test_float_answers_read_back_as_the_same_float32_bits(write: str) -> None:
     rng = np.random.default_rng(1)

@@ -215,7 +215,7 @@ def _refusal(answer: httpx.Response, route: str, field: str) -> str:
         assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", field, "token_not_kept")
         return str(error["message"])
     assert answer.json().keys() == {"error", "error_type"}  # TEI's shape
-    assert answer.json()["error_type"] == "validation"
+    assert answer.json()["error_type"] == "Validation"
     return str(answer.json()["error"])
 
 
