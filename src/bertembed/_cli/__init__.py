@@ -12,7 +12,10 @@ Subcommands:
 - ``split-onnx``: a whole-model ONNX graph cut into a bertembed layer
   directory and an encoder that takes ``inputs_embeds``;
 - ``trim``: a checkpoint's embedding layer with only the token rows a corpus,
-  an id list or Unicode scripts need, saved with its id map.
+  an id list or Unicode scripts need, saved with its id map;
+- ``export``: a server artifact from a model directory or a whole-model ONNX
+  file (the ``serve`` extra, and torch or onnx);
+- ``serve``: an artifact served over HTTP by gunicorn (the ``serve`` extra).
 
 Expected failures (a missing or malformed file, a bad id, a bad argument)
 print one line, ``bertembed: error: ...``, on stderr and exit non-zero;
@@ -21,7 +24,8 @@ they never print a traceback.
 Layout (imports go one way, downwards)::
 
     parser      build_parser, main                      (top)
-    demo, info, bench, embed, convert, split_onnx, trim  one module per subcommand
+    demo, info, bench, embed, convert, split_onnx, trim,
+    export, serve                                       one module per subcommand
     plot, text                                          bench --plot; embed --text
     common      CLIError, exit codes, ProgressBar, file helpers   (bottom)
 

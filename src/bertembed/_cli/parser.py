@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from .._version import __version__
-from . import bench, convert, demo, embed, info, split_onnx, trim
+from . import bench, convert, demo, embed, export, info, serve, split_onnx, trim
 from .common import EXIT_ERROR, EXIT_INTERRUPTED, EXPECTED_ERRORS, CLIError, describe, fail
 
 
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bertembed {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, info, bench, embed, convert, split_onnx, trim):
+    for command in (demo, info, bench, embed, convert, split_onnx, trim, export, serve):
         command.add_parser(sub)
     return parser
 

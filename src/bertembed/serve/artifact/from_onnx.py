@@ -1,10 +1,4 @@
-"""Build the service's directory from a whole-model ONNX file, with no torch at any step.
-
-Usage::
-
-    python from_onnx.py MODEL_DIR OUT_DIR [--onnx MODEL.onnx] [--name NAME] [--verbose]
-                        [--trim-corpus FILE... | --trim-ids FILE | --trim-scripts NAMES...]
-                        [--trim-min-count N] [--trim-unknown {error,unk}] [--layer DIR]
+"""An artifact from a whole-model ONNX file, with no torch at any step (``bertembed export --onnx``).
 
 ``MODEL_DIR`` is the sentence-transformers model directory (``modules.json``,
 the tokenizer, the Pooling config); ``MODEL.onnx`` is the whole transformer
@@ -13,59 +7,56 @@ as one ONNX graph (ids in, ``last_hidden_state`` out), by default
 keep it. What it does:
 
 1. ``bertembed.onnx.split_model`` cuts the graph after the embedding
-   LayerNorm: the embedding tables become a bertembed layer
-   (``OUT_DIR/transformer/config.json`` and ``model.safetensors``), the rest an
+   LayerNorm: the embedding tables become a bertembed layer, the rest an
    encoder that takes ``inputs_embeds``;
-2. the model's pooling and normalisation are appended to that encoder as ONNX
-   nodes, its input renamed ``embeddings``: ``OUT_DIR/encoder.onnx`` takes and
-   returns what ``export_encoder.py``'s does;
-3. the tokenizer files and the sentence-transformers configs are copied next
-   to the layer, and ``service.json`` is written;
-4. the result is checked: the service's pipeline against the whole ONNX model
+2. the model's pooling is appended to that encoder as ONNX nodes, its input
+   renamed ``embeddings``: ``OUT_DIR/encoder.onnx`` takes and returns what
+   :mod:`.from_torch`'s does;
+3. the tokenizer is copied and ``service.json`` written;
+4. the result is checked: the server's pipeline against the whole ONNX model
    (ONNX Runtime) followed by the same pooling in NumPy, on a few texts;
-5. with ``--trim-*`` (or ``--layer DIR``, a layer ``bertembed trim`` saved),
-   the layer the workers map is saved into ``OUT_DIR/embeddings/``, trimmed
-   (see ``saved_layer.py``), after the check.
+5. the layer the workers map is saved into ``OUT_DIR/embeddings/``
+   (converted with ``--table-dtype``, trimmed with ``--trim-*``, or
+   ``--layer DIR``), and the split's own copy removed.
 
-Needs bertembed, onnx, onnxruntime, tokenizers and numpy: the service's own
+Needs bertembed, onnx, onnxruntime, tokenizers and numpy: the server's own
 packages plus ``onnx``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-from fusion import optimize_encoder, save_encoder
 from onnx import TensorProto, helper, numpy_helper
-from pipeline import SERVICE_FILE, SERVICE_FORMAT, SentenceEmbedder, batch_tokenizer, pad_token_of
-from saved_layer import Trim, add_arguments, check_files, save_layer, summary, trim_of
-from st_config import SentenceConfig, UnsupportedModel, model_name, parse_dims, read_sentence_config
 
 from bertembed.onnx import split_model
 
-ENCODER_FILE = "encoder.onnx"
-LAYER_DIR = "transformer"
-INPUTS = ("embeddings", "attention_mask")
-OUTPUT = "sentence_embedding"
+from ..server.pipeline import SentenceEmbedder
+from .fusion import optimize_encoder, save_encoder
+from .layer import Trim, check_files, save_layer
+from .manifest import (
+    ENCODER_FILE,
+    ENCODER_INPUTS,
+    ENCODER_OUTPUT,
+    SERVICE_FORMAT,
+    TOKENIZER_DIR,
+    write_service_config,
+)
+from .model_config import SentenceConfig, UnsupportedModel, model_name, read_sentence_config
+from .tokens import batch_tokenizer, pad_token_of, place_tokenizer
+
+#: Where the split's whole layer is kept while the artifact is checked (then removed).
+SPLIT_DIR = ".split"
+OUTPUT = ENCODER_OUTPUT
 #: Pooling modes this script appends as ONNX nodes.
 POOLING = ("cls", "max", "mean", "mean_sqrt_len_tokens")
-#: Files copied from the Transformer module's directory (those present).
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "sentence_bert_config.json",
-)
-ROOT_FILES = ("modules.json", "config_sentence_transformers.json")
 CHECK_ATOL = 1e-4
 CHECK_TEXTS = ("A short sentence.", "", "Ünïcödé façade, 東京 and 🚀 " * 40)
 
@@ -135,11 +126,11 @@ def append_pooling(encoder: onnx.ModelProto, config: SentenceConfig, normalize: 
         raise UnsupportedModel(f"pooling mode(s) {unknown} not supported on this path (supported: {POOLING})")
     opset = next(o.version for o in encoder.opset_import if o.domain in ("", "ai.onnx"))
     hidden = _hidden_output(encoder)
-    g.input[0].name = INPUTS[0]
+    g.input[0].name = ENCODER_INPUTS[0]
     for node in g.node:
         for k, name in enumerate(node.input):
             if name == "inputs_embeds":
-                node.input[k] = INPUTS[0]
+                node.input[k] = ENCODER_INPUTS[0]
     nodes = [
         helper.make_node("Cast", ["attention_mask"], ["pool_mask"], to=TensorProto.FLOAT),
         helper.make_node("Constant", [], ["pool_axis2"], value=numpy_helper.from_array(np.array([2], np.int64))),
@@ -228,17 +219,19 @@ def build(
     matryoshka: Sequence[int] = (),
     trim: Trim | None = None,
     layer: str | Path | None = None,
+    table_dtype: str | None = None,
 ) -> Path:
-    """Write ``OUT_DIR`` for run.sh from a whole-model ONNX file; return the path of service.json.
+    """Write the artifact ``out_dir`` from a whole-model ONNX file; return the path of service.json.
 
-    With `trim` or `layer`, the layer the workers map is then saved as
-    :func:`saved_layer.save_layer` does (after the check, which runs on the
-    split's whole layer).
+    The check runs on the split's whole float32 layer; the layer the
+    workers map is then saved as :func:`.layer.save_layer` does (converted
+    to `table_dtype`, trimmed as `trim` says, or `layer` instead), and the
+    split's own copy is removed.
 
     Raises
     ------
     UnsupportedModel
-        The sentence-transformers pipeline is not one the service reproduces.
+        The sentence-transformers pipeline is not one the server reproduces.
     ValueError
         The ONNX graph cannot be split (the message names the node), or the check failed.
     """
@@ -248,10 +241,10 @@ def build(
     whole_path = Path(onnx_path) if onnx_path is not None else model_dir / "onnx" / "model.onnx"
     if not whole_path.is_file():
         raise FileNotFoundError(f"{whole_path}: no such file (give the whole-model ONNX file with --onnx)")
-    config = read_sentence_config(model_dir, model_types=None)
+    config = read_sentence_config(model_dir)
     transformer = Path(config.transformer_dir)
-    layer_dir = out_dir / LAYER_DIR
-    result = split_model(whole_path, layer_dir)
+    split_dir = out_dir / SPLIT_DIR
+    result = split_model(whole_path, split_dir)
     encoder = append_pooling(onnx.load(str(result.encoder)), config)
     with open(transformer / "config.json", encoding="utf-8") as fh:
         model_config = json.load(fh)
@@ -260,20 +253,17 @@ def build(
         encoder, fusions = optimize_encoder(encoder, num_heads=int(heads), hidden_size=config.hidden_size)
     else:
         fusions = {"fused": {}, "scale_rewrites": 0}
-    for name in ("encoder.onnx", "encoder.onnx.data"):
-        (layer_dir / name).unlink(missing_ok=True)
+    for file in ("encoder.onnx", "encoder.onnx.data"):
+        (split_dir / file).unlink(missing_ok=True)
     external = save_encoder(encoder, out_dir / ENCODER_FILE)
-    for name in TOKENIZER_FILES:
-        if (transformer / name).is_file():
-            shutil.copyfile(transformer / name, layer_dir / name)
-    for name in ROOT_FILES:
-        if (model_dir / name).is_file():
-            shutil.copyfile(model_dir / name, out_dir / name)
+    place_tokenizer(transformer, out_dir / TOKENIZER_DIR)
     pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
-    sentence = {**config.to_json(), "transformer_dir": LAYER_DIR, "dimension": config.dimension}
-    service = {
+    sentence = {**config.to_json(), "tokenizer_dir": TOKENIZER_DIR, "dimension": config.dimension}
+    del sentence["transformer_dir"]
+    service: dict[str, Any] = {
         "format": SERVICE_FORMAT,
         "name": service_name,
+        "model_type": result.model_type,
         "matryoshka_dimensions": sorted(set(matryoshka), reverse=True),
         "source": str(whole_path.resolve()),
         "sentence": sentence,
@@ -281,8 +271,9 @@ def build(
         "pad_token": pad_token,
         "encoder": {
             "file": ENCODER_FILE,
-            "inputs": list(INPUTS),
+            "inputs": list(ENCODER_INPUTS),
             "output": OUTPUT,
+            "opset": _opset(encoder),
             "external_data": ENCODER_FILE + ".data" if external else None,
             "optimizer": fusions,
             "split": {
@@ -292,74 +283,28 @@ def build(
                 "max_abs_diff_layer_vs_graph": result.max_difference,
             },
         },
+        "embeddings": {"dir": SPLIT_DIR},
         "built_with": {"onnx": onnx.__version__, "onnxruntime": ort.__version__},
     }
-    path = out_dir / SERVICE_FILE
-    path.write_text(json.dumps(service, indent=2) + "\n", encoding="utf-8")
-    diff = _check(whole_path, config, out_dir, pad_id, pad_token)
-    if not diff <= CHECK_ATOL:
-        path.unlink()
-        raise ValueError(
-            f"the service's pipeline differs from the whole ONNX model by {diff:.3g} "
-            f"(> {CHECK_ATOL}); {path} not written"
-        )
-    service["encoder"]["max_abs_diff_vs_whole_model"] = diff
-    path.write_text(json.dumps(service, indent=2) + "\n", encoding="utf-8")
-    save_layer(out_dir, trim=trim, layer=layer)
-    return path
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``from_onnx.py MODEL_DIR OUT_DIR [--onnx MODEL.onnx]``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("model_dir", help="sentence-transformers model directory (tokenizer, modules.json)")
-    parser.add_argument("out_dir", help="where encoder.onnx, the layer and service.json go")
-    parser.add_argument("--onnx", help="the whole-model ONNX file (default MODEL_DIR/onnx/model.onnx)")
-    parser.add_argument("--name", help="the model name the service answers to (default: MODEL_DIR's name)")
-    parser.add_argument(
-        "--matryoshka-dims",
-        type=parse_dims,
-        default=[],
-        metavar="D1,D2,...",
-        help="the reduced sizes the model was trained for (Matryoshka loss; see its model card): only then "
-        "does the service accept a request's 'dimensions' (any size up to the full one)",
-    )
-    add_arguments(parser, table_dtype=False)
-    parser.add_argument("--verbose", action="store_true", help="show ONNX Runtime's warnings")
-    args = parser.parse_args(argv)
-    if not args.verbose:
-        ort.set_default_logger_severity(3)
+    path = write_service_config(out_dir, service)
     try:
-        path = build(
-            args.model_dir,
-            args.out_dir,
-            args.onnx,
-            name=args.name,
-            matryoshka=args.matryoshka_dims,
-            trim=trim_of(args),
-            layer=args.layer,
-        )
-    except (UnsupportedModel, ValueError, FileNotFoundError) as exc:
-        print(f"from_onnx.py: {exc}", file=sys.stderr)
-        return 2
-    service = json.loads(path.read_text())
-    split, sentence = service["encoder"]["split"], service["sentence"]
-    fused = ", ".join(f"{n} {op}" for op, n in service["encoder"]["optimizer"]["fused"].items()) or "nothing fused"
-    print(
-        f"wrote {path.parent / ENCODER_FILE} and {path.parent / LAYER_DIR}/ (model_type {split['model_type']}, "
-        f"positions {split['position_rule']}, {fused}; max |service - whole model| = "
-        f"{service['encoder']['max_abs_diff_vs_whole_model']:.2g})"
-    )
-    if service["encoder"]["external_data"]:
-        print(f"wrote {path.parent / service['encoder']['external_data']} (the encoder's weights: keep it beside it)")
-    print(
-        f"pooling {'+'.join(sentence['pooling'])}, normalize {sentence['normalize']}, "
-        f"max_seq_length {sentence['max_seq_length']}, dimension {sentence['dimension']}"
-    )
-    if "embeddings" in service:
-        print(summary(service["embeddings"], path.parent))
-    return 0
+        diff = _check(whole_path, config, out_dir, pad_id, pad_token)
+        if not diff <= CHECK_ATOL:
+            raise ValueError(
+                f"the artifact's pipeline differs from the whole ONNX model by {diff:.3g} "
+                f"(> {CHECK_ATOL}); {path} not written"
+            )
+        service["encoder"]["max_abs_diff_vs_whole_model"] = diff
+        source = layer if layer is not None else split_dir
+        save_layer(out_dir, service, source, table_dtype=table_dtype, trim=trim)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        shutil.rmtree(split_dir, ignore_errors=True)
+    return write_service_config(out_dir, service)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _opset(model: onnx.ModelProto) -> int:
+    """The model's default-domain opset."""
+    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)

@@ -7,7 +7,7 @@ from TEI's OpenAPI schema; it runs in an environment of its own, ``.ci/tei-clien
 TEI-style JSON client, against the session's running service (2 workers). Every result must equal the
 service's own ``POST /embed {"texts"}`` answer for the same texts, exactly: the same float32 values,
 whatever the encoding. (The same text sent with other texts may differ in the last bits: the encoder
-call it lands in has another shape.) The clients are pinned in ``examples/service/requirements-test.txt``;
+call it lands in has another shape.) The clients are pinned in ``tests/serve/requirements-clients.txt``;
 a test skips when its client is missing.
 """
 
@@ -97,7 +97,7 @@ def _token_ids(server: Server, texts: list[str]) -> list[list[int]]:
     from tokenizers import Tokenizer
 
     service = server.service_json()
-    tokenizer = Tokenizer.from_file(str(server.out_dir / service["sentence"]["transformer_dir"] / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(server.out_dir / service["sentence"]["tokenizer_dir"] / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=256)
     tokenizer.no_padding()
     return [e.ids for e in tokenizer.encode_batch(texts)]
@@ -233,7 +233,7 @@ def _full_ids(server: Server, text: str) -> list[int]:
     from tokenizers import Tokenizer
 
     service = server.service_json()
-    tokenizer = Tokenizer.from_file(str(server.out_dir / service["sentence"]["transformer_dir"] / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(server.out_dir / service["sentence"]["tokenizer_dir"] / "tokenizer.json"))
     tokenizer.no_truncation()
     return tokenizer.encode(text, add_special_tokens=False).ids
 

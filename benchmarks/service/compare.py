@@ -5,7 +5,7 @@ Usage::
     python compare.py OUT_DIR [--workers W] [--rounds 3] [--requests 400] [--clients 16] [--json FILE]
     python compare.py OUT_DIR --memory-only [--workers W]
 
-Starts two services from the same export (``run.sh``, W workers each, on
+Starts two services from the same artifact (``bertembed serve``, W workers each, on
 free ports): ``SERVICE_EMBEDDING=bertembed`` (the tables memory-mapped) and
 ``SERVICE_EMBEDDING=torch`` (transformers' ``BertEmbeddings`` module). Both
 stay up the whole time, but only one is under load at any moment; the
@@ -42,7 +42,8 @@ from typing import Any
 
 import httpx
 import loadtest
-import procinfo
+
+from bertembed.serve.server import procinfo
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("bertembed", "torch")
@@ -65,12 +66,17 @@ def usable_cpus() -> int:
 
 
 def start(out_dir: Path, variant: str, workers: int, log_dir: Path) -> tuple[subprocess.Popen, str]:
-    """Start run.sh for one variant (in its own process group where the OS has them); return it and its URL."""
+    """Start ``bertembed serve`` for one variant (in its own process group where the OS has them).
+
+    Returns the process and its URL. The torch variant's workers import
+    ``torch_embedding`` from this folder (on their ``PYTHONPATH``).
+    """
     port = _free_port()
-    env = {**os.environ, "PYTHON": sys.executable, "SERVICE_EMBEDDING": variant}
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "SERVICE_EMBEDDING": variant, "PYTHONPATH": path}
     with open(log_dir / f"{variant}.log", "wb") as log:
         process = subprocess.Popen(
-            ["bash", str(HERE / "run.sh"), str(out_dir), str(port), str(workers)],
+            [sys.executable, "-m", "bertembed", "serve", str(out_dir), "--port", str(port), "--workers", str(workers)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -141,11 +147,9 @@ def memory_of(process: subprocess.Popen, checkpoint: Path) -> dict[str, float]:
 
 
 def tables_file(out_dir: Path) -> Path:
-    """The file holding the tables the bertembed step maps: the saved converted layer, else the checkpoint."""
+    """The file holding the tables the bertembed step maps: the artifact's layer."""
     service = json.loads((out_dir / "service.json").read_text(encoding="utf-8"))
-    if "embeddings" in service:
-        return out_dir / service["embeddings"]["dir"] / "model.safetensors"
-    return out_dir / service["sentence"]["transformer_dir"] / "model.safetensors"
+    return out_dir / service["embeddings"]["dir"] / "model.safetensors"
 
 
 def measure(urls: dict[str, str], rounds: int, requests: int, clients: int) -> dict[str, Any]:
@@ -213,7 +217,7 @@ def memory_table(memory: dict[str, dict[str, float]], workers: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("out_dir", type=Path, help="output directory of export_encoder.py")
+    parser.add_argument("out_dir", type=Path, help="the artifact (bertembed export's OUT_DIR)")
     parser.add_argument(
         "--workers",
         type=int,

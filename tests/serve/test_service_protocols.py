@@ -1,7 +1,7 @@
 """The service's protocols without a model or a server: bodies as OpenAI's and TEI's clients write and read them.
 
-``examples/service/protocols.py`` needs NumPy and orjson (``examples/service/requirements.txt``);
-without orjson this module skips.
+``bertembed.serve.protocols`` needs NumPy and orjson (the ``serve`` extra); without orjson this
+module skips.
 """
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ import re
 
 import numpy as np
 import pytest
-from service_helpers import SERVICE, load
 
-if not SERVICE.is_dir():
-    pytest.skip(f"{SERVICE} is not in this checkout", allow_module_level=True)
-pytest.importorskip("orjson", reason="the service's protocols write answers with orjson")
+pytest.importorskip("orjson", reason='the server writes answers with orjson: pip install "bertembed[serve]"')
 
-protocols = load("protocols")
+from bertembed.serve import protocols
 
 
 @pytest.mark.parametrize(

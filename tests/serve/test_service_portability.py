@@ -1,15 +1,15 @@
-"""The service's scripts off Linux: ``compare.py --help`` as Windows' Python sees it, ``run.sh`` without affinity masks.
+"""The server off Linux: ``compare.py --help`` as Windows' Python sees it, ``bertembed serve`` without affinity masks.
 
-``compare.py`` runs under the Windows-like rules of ``.ci/winlike`` (the
-POSIX-only attributes of ``os`` and ``signal`` hidden from its code);
-``run.sh`` under a Python whose ``os`` has no ``sched_getaffinity`` (as on
-macOS). Neither needs the service's packages beyond ``compare.py``'s imports.
+The benchmark's ``compare.py`` runs under the Windows-like rules of
+``.ci/winlike`` (the POSIX-only attributes of ``os`` and ``signal`` hidden
+from its code); ``bertembed serve`` under a Python whose ``os`` has no
+``sched_getaffinity`` (as on macOS).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from helpers.paths import ROOT
 
-SERVICE = ROOT / "examples" / "service"
+SERVICE = ROOT / "benchmarks" / "service"
 WINLIKE = ROOT / ".ci" / "winlike"
 
 pytestmark = pytest.mark.skipif(
-    not (SERVICE / "compare.py").is_file() or not WINLIKE.is_dir(), reason="examples/ or .ci/ not in this checkout"
+    not (SERVICE / "compare.py").is_file() or not WINLIKE.is_dir(), reason="benchmarks/ or .ci/ not in this checkout"
 )
 
 
@@ -56,15 +56,15 @@ def test_compare_help_without_posix_attributes(tmp_path: Path) -> None:
     assert "--workers" in res.stdout and "usable CPUs" in res.stdout
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_run_sh_default_workers_without_affinity_masks(tmp_path: Path) -> None:
-    """With no service.json, run.sh gets past the worker count and says what is missing (exit 2)."""
+def test_serve_without_affinity_masks_says_what_is_missing(tmp_path: Path) -> None:
+    """With no service.json, bertembed serve says what is missing (exit 1) before starting anything."""
+    pytest.importorskip("gunicorn", reason='bertembed serve needs gunicorn: pip install "bertembed[serve]"')
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import os\ndel os.sched_getaffinity\n", encoding="utf-8")
     empty = tmp_path / "export"
     empty.mkdir()
-    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(site)}
+    env = {**os.environ, "PYTHONPATH": str(site)}
     check = subprocess.run(
         [sys.executable, "-c", "import os; print(hasattr(os, 'sched_getaffinity'))"],
         env=env,
@@ -74,10 +74,16 @@ def test_run_sh_default_workers_without_affinity_masks(tmp_path: Path) -> None:
     )
     assert check.stdout.strip() == "False", check.stderr
     res = subprocess.run(
-        ["bash", str(SERVICE / "run.sh"), str(empty), "1"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "bertembed", "serve", str(empty), "--port", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert res.returncode == 2, res.stderr
-    assert "service.json not found" in res.stderr
+    assert res.returncode == 1, res.stderr
+    assert re.search(r"^bertembed: error: .*service\.json: no such file; build the artifact with", res.stderr), (
+        res.stderr
+    )
 
 
 def test_stop_without_process_groups(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,9 @@
 """The service serving a trimmed embedding layer: what /info says, the unknown rule on every route, exactness.
 
 The session's export of all-MiniLM-L6-v2 (``out_dir``) is linked into new export directories whose
-layer is trimmed: by ``saved_layer.save_layer`` (what ``export_encoder.py --trim-corpus`` runs) to the
+layer is trimmed: by ``layer.save_layer`` (what ``bertembed export --trim-corpus`` runs) to the
 tokens of a small corpus, unknown rule "error"; and by ``bertembed trim ... --unknown unk`` then
-``--layer`` (a layer trimmed beforehand). Each is run with ``run.sh`` (2 workers) and compared with
+``--layer`` (a layer trimmed beforehand). Each is run with ``bertembed serve`` (2 workers) and compared with
 the session's untrimmed service (``server``): a text whose tokens are all kept must get exactly the
 untrimmed service's answer to the same request; a trimmed-away token gets a 422 naming it (rule
 "error") or the unknown token's row (rule "unk": exactly the untrimmed answer for the same ids with
@@ -12,7 +12,6 @@ that token replaced by the unknown token).
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -21,14 +20,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from service_helpers import MODEL_NAME, SERVICE, Server, load, serve, skip_without_service_packages
+from service_helpers import MODEL_NAME, Server, serve, skip_without_service_packages
 
 pytestmark = [pytest.mark.heavy]
 skip_without_service_packages()
 import httpx  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-saved_layer = load("saved_layer")
+from bertembed import _cli  # noqa: E402
+from bertembed.serve.artifact import layer as saved_layer  # noqa: E402
+from bertembed.serve.artifact.manifest import EMBEDDINGS_DIR, write_service_config  # noqa: E402
 
 #: The texts the trimmed layers keep the rows of (one per line of the corpus file).
 CORPUS = [
@@ -42,7 +43,7 @@ COVERED = ["Hello world", "the weather about rivers", "How do I reset the bridge
 #: ``bertembed trim``'s options for the lenient layer.
 LENIENT = ("--unknown", "unk", "--quiet")
 #: The options of a trim on an export's command line.
-TRIM_OPTIONS = ("--trim-corpus", "--trim-ids", "--trim-scripts", "--trim-min-count", "--trim-unknown", "--layer")
+TRIM_OPTIONS = ("--trim-corpus", "--trim-ids", "--trim-scripts", "--trim-min-count", "--unknown", "--layer")
 #: A text with one word that CORPUS never has.
 UNCOVERED = "Hello zebra world"
 
@@ -75,14 +76,14 @@ def _special_ids(model_dir: Path) -> set[int]:
     return {t["id"] for t in spec["added_tokens"] if t["special"]}
 
 
-def _linked_export(out_dir: Path, target: Path) -> Path:
-    """The session's export, linked (service.json copied: it is rewritten)."""
+def _linked_export(out_dir: Path, target: Path, source: Path, **options: object) -> Path:
+    """The session's artifact, linked, with its layer saved again from `source` as `options` say."""
     target.mkdir()
-    for entry in out_dir.iterdir():
-        if entry.name == "service.json":
-            (target / entry.name).write_bytes(entry.read_bytes())
-        elif not entry.name.startswith("server") and entry.name != saved_layer.EMBEDDINGS_DIR:
-            (target / entry.name).symlink_to(entry)
+    for name in ("encoder.onnx", "tokenizer"):
+        (target / name).symlink_to(out_dir / name)
+    service = json.loads((out_dir / "service.json").read_text(encoding="utf-8"))
+    saved_layer.save_layer(target, service, source, **options)  # type: ignore[arg-type]
+    write_service_config(target, service)
     return target
 
 
@@ -96,9 +97,10 @@ def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def strict_dir(out_dir: Path, corpus_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An export whose layer keeps the corpus's rows; unknown rule "error"."""
-    export = _linked_export(out_dir, tmp_path_factory.mktemp("trim-strict") / "export")
-    saved_layer.save_layer(export, trim=saved_layer.Trim(corpus=(str(corpus_file),)))
-    return export
+    trim = saved_layer.Trim(corpus=(str(corpus_file),))
+    return _linked_export(
+        out_dir, tmp_path_factory.mktemp("trim-strict") / "export", out_dir / EMBEDDINGS_DIR, trim=trim
+    )
 
 
 @pytest.fixture(scope="module")
@@ -107,15 +109,25 @@ def lenient_dir(out_dir: Path, corpus_file: Path, tmp_path_factory: pytest.TempP
     root = tmp_path_factory.mktemp("trim-lenient")
     trimmed = root / "trimmed"
     done = subprocess.run(
-        [sys.executable, "-m", "bertembed", "trim", str(out_dir), str(trimmed), "--corpus", str(corpus_file), *LENIENT],
+        [
+            sys.executable,
+            "-m",
+            "bertembed",
+            "trim",
+            str(out_dir / EMBEDDINGS_DIR),
+            str(trimmed),
+            "--tokenizer",
+            str(out_dir / "tokenizer" / "tokenizer.json"),
+            "--corpus",
+            str(corpus_file),
+            *LENIENT,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    export = _linked_export(out_dir, root / "export")
-    saved_layer.save_layer(export, layer=trimmed)
-    return export
+    return _linked_export(out_dir, root / "export", trimmed)
 
 
 @pytest.fixture(scope="module")
@@ -266,30 +278,28 @@ def test_the_unk_rule_reads_the_unknown_token(
 
 
 def test_trim_options_parse_to_a_trim(corpus_file: Path) -> None:
-    parser = argparse.ArgumentParser()
-    saved_layer.add_arguments(parser, table_dtype=True)
-    given = ("--trim-scripts", "Latin,Greek", "Cyrillic", "--trim-min-count", "2", "--trim-unknown", "unk")
-    args = parser.parse_args(["--trim-corpus", str(corpus_file), *given, "--table-dtype", "int8"])
-    trim = saved_layer.trim_of(args)
+    parser = _cli.parser.build_parser()
+    given = ("--trim-scripts", "Latin,Greek", "Cyrillic", "--trim-min-count", "2", "--unknown", "unk")
+    args = parser.parse_args(["export", "m", "o", "--trim-corpus", str(corpus_file), *given, "--table-dtype", "int8"])
+    trim = _cli.export.trim_of(args)
     assert trim == saved_layer.Trim((str(corpus_file),), None, ("Latin", "Greek", "Cyrillic"), 2, "unk")
     assert args.table_dtype == "int8" and args.layer is None
-    assert saved_layer.trim_of(parser.parse_args([])) is None
+    assert _cli.export.trim_of(parser.parse_args(["export", "m", "o"])) is None
     with pytest.raises(SystemExit):
-        parser.parse_args(["--trim-min-count", "0"])
+        parser.parse_args(["export", "m", "o", "--trim-min-count", "0"])
     with pytest.raises(ValueError, match="nothing to keep"):
         saved_layer.Trim()
     with pytest.raises(ValueError, match="unknown must be one of"):
         saved_layer.Trim(ids="ids.txt", unknown="zero")
 
 
-def test_the_export_commands_take_the_trim_options() -> None:
-    for script in ("export_encoder.py", "from_onnx.py"):
-        done = subprocess.run(
-            [sys.executable, str(SERVICE / script), "--help"], capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr
-        for option in TRIM_OPTIONS:
-            assert option in done.stdout, (script, option)
+def test_the_export_command_takes_the_trim_options() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bertembed", "export", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    for option in TRIM_OPTIONS:
+        assert option in done.stdout, option
 
 
 def _cased_copy(model_dir: Path, target: Path) -> Path:
@@ -330,9 +340,12 @@ def test_missing_trim_files_are_refused_first(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(SERVICE / "from_onnx.py"),
+            "-m",
+            "bertembed",
+            "export",
             str(tmp_path),
             str(tmp_path / "out"),
+            "--onnx",
             "--trim-ids",
             str(missing),
         ],
@@ -340,5 +353,5 @@ def test_missing_trim_files_are_refused_first(tmp_path: Path) -> None:
         text=True,
         timeout=120,
     )
-    assert done.returncode == 2 and "nowhere.txt: no such file" in done.stderr, done.stderr
+    assert done.returncode == 1 and "nowhere.txt: no such file" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()

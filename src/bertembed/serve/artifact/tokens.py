@@ -1,0 +1,76 @@
+"""The model's tokenizer as the artifact and the server use it (the ``tokenizers`` package)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, normalizers
+
+#: The tokenizer's files an artifact keeps (those the model has); the server reads tokenizer.json.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def place_tokenizer(transformer_dir: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Copy the tokenizer's files (:data:`TOKENIZER_FILES`, those present) from the model into ``target``."""
+    source, target = Path(transformer_dir), Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, target / name)
+
+
+def load_tokenizer(path: str | os.PathLike[str], *, do_lower_case: bool) -> Tokenizer:
+    """The model's ``tokenizer.json``, without truncation or padding (the pipeline does both).
+
+    With ``do_lower_case`` a Lowercase normaliser is put in front of the
+    file's own, unless it already has one (sentence-transformers' rule).
+
+    Examples
+    --------
+    >>> tok = load_tokenizer("out/transformer/tokenizer.json", do_lower_case=False)  # doctest: +SKIP
+    >>> tok.encode("Hello world", add_special_tokens=False).ids  # doctest: +SKIP
+    [7592, 2088]
+    """
+    tokenizer = Tokenizer.from_file(str(path))
+    if do_lower_case:
+        current: Any = tokenizer.normalizer
+        parts: list[Any] = list(current) if isinstance(current, normalizers.Sequence) else [current]  # type: ignore[call-overload]
+        if not any(isinstance(n, normalizers.Lowercase) for n in parts):
+            tokenizer.normalizer = normalizers.Sequence([normalizers.Lowercase(), *(n for n in parts if n is not None)])
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def batch_tokenizer(
+    path: str | os.PathLike[str], *, max_seq_length: int, do_lower_case: bool, pad_id: int, pad_token: str
+) -> Tokenizer:
+    """:func:`load_tokenizer` that truncates (from the right) and pads a batch itself: the build checks' reference."""
+    tokenizer = load_tokenizer(path, do_lower_case=do_lower_case)
+    tokenizer.enable_truncation(max_length=max_seq_length, strategy="longest_first", direction="right")
+    tokenizer.enable_padding(pad_id=pad_id, pad_token=pad_token, direction="right")
+    return tokenizer
+
+
+def special_tokens(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
+    """The special token ids the tokenizer puts before and after a text (``[CLS]`` and ``[SEP]`` for BERT)."""
+    encoding = tokenizer.encode("a", add_special_tokens=True)
+    ids, special = encoding.ids, encoding.special_tokens_mask
+    first = next((k for k, flag in enumerate(special) if not flag), len(ids))
+    last = max((k for k, flag in enumerate(special) if not flag), default=len(ids) - 1)
+    prefix, suffix = ids[:first], ids[last + 1 :]
+    if len(prefix) + len(suffix) != tokenizer.num_special_tokens_to_add(False):
+        raise ValueError("the tokenizer's special tokens are not all before and after the text")
+    return list(prefix), list(suffix)
+
+
+def pad_token_of(tokenizer_path: str | os.PathLike[str], model_config: dict) -> tuple[int, str]:
+    """The padding id and token: the tokenizer file's, else the model config's pad_token_id."""
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    if tokenizer.padding is not None:
+        return int(tokenizer.padding["pad_id"]), str(tokenizer.padding["pad_token"])
+    pad_id = int(model_config.get("pad_token_id") or 0)
+    return pad_id, tokenizer.id_to_token(pad_id) or "[PAD]"
