@@ -1,4 +1,4 @@
-"""End to end: the example service's pipeline and HTTP service against sentence-transformers.
+"""End to end: the server's pipeline and HTTP service (``bertembed serve``) against sentence-transformers.
 
 Usage::
 
@@ -20,9 +20,10 @@ Variants:
 ``st-given``        the same, one ``encode`` per ``batch`` texts in the given order
 ``st-onnx``         sentence-transformers ``backend="onnx"`` (the exported model, saved once)
 ``st-onnx-o3``      the same with its O3-optimised graph (``export_optimized_onnx_model``)
-``pipeline``        examples/service's ``SentenceEmbedder.encode_texts`` (sorted, token-budgeted calls)
+``pipeline``        ``bertembed.serve.server.pipeline.SentenceEmbedder.encode_texts`` (sorted, token-budgeted
+                    calls), on the artifact ``python -m bertembed export`` wrote
 ``pipeline-given``  its encoder calls on ``batch`` texts in the given order (the previous behaviour)
-``http``            run.sh as it starts by default: one worker whose encoder has ``--threads``
+``http``            ``python -m bertembed serve`` with one worker whose encoder has ``--threads``
                     threads; 16 concurrent keep-alive clients sending ``batch`` texts per request
                     (``/embed``); memory per worker
 ``http-per-core``   the same with one worker per usable core, one thread each; CPU seconds per
@@ -37,7 +38,7 @@ Variants:
 The ONNX backend of sentence-transformers needs ``optimum-onnx``, which (at 0.1.0) needs
 transformers < 4.58, while sentence-transformers 6 needs transformers 5: it cannot be installed
 beside the others. ``--st-onnx-python`` names the interpreter of a separate environment that has
-it (README.md of the service says how to make one); without it those variants are skipped.
+it (docs/serve.md says how to make one); without it those variants are skipped.
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICE = ROOT / "examples" / "service"
+#: benchmarks/service: compare.py (``wait_ready``) and loadtest.py; the server itself is bertembed.serve.
+SERVICE = ROOT / "benchmarks" / "service"
 SENTENCES = ROOT / "benchmarks" / "data" / "sentences.txt"
-sys.path.insert(0, str(SERVICE))  # the service example; bertembed is the installed one
+sys.path.insert(0, str(SERVICE))
 
 from bertembed._bench import timing  # noqa: E402
 from bertembed._bench.spawn import (  # noqa: E402
@@ -153,7 +155,7 @@ def _in_process(kind: str, model: str, texts: list[str], threads: int, batch: in
 
         encode = encode_given if kind == "st-given" else encode_sorted
     else:
-        from pipeline import SentenceEmbedder
+        from bertembed.serve.server.pipeline import SentenceEmbedder
 
         embedder = SentenceEmbedder(model, threads=threads, batch_size=batch)
         embedder.start()
@@ -183,10 +185,11 @@ def _serve(service_dir: str, workers: int, log: Path, settings: dict[str, str] |
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHON": sys.executable, "SERVICE_ACCESS_LOG": "0", **(settings or {})}
-    if workers == 1:  # one worker: the variant's threads (with more, run.sh's default split)
+    env = {**os.environ, "SERVICE_ACCESS_LOG": "0", **(settings or {})}
+    if workers == 1:  # one worker: the variant's threads (with more, the server's default split)
         env["SERVICE_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
-    process = start_process(["bash", str(SERVICE / "run.sh"), service_dir, str(port), str(workers)], log, env)
+    argv = [sys.executable, "-m", "bertembed", "serve", service_dir, "--port", str(port), "--workers", str(workers)]
+    process = start_process(argv, log, env)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(process, url, workers, timeout=180)
@@ -201,7 +204,7 @@ def _stop(process: Any) -> None:
 
 
 def _worker_memory(master: int) -> dict[str, float]:
-    import procinfo
+    from bertembed.serve.server import procinfo
 
     rows = []
     for pid in procinfo.children(master):
@@ -244,7 +247,7 @@ def _cpu_seconds(pid: int) -> float:
 def _http(service_dir: str, texts: list[str], workers: int, batch: int, log: Path) -> dict[str, Any]:
     import asyncio
 
-    import procinfo
+    from bertembed.serve.server import procinfo
 
     process, url = _serve(service_dir, workers, log)
     try:
@@ -297,7 +300,7 @@ def _latency(service_dir: str, texts: list[str], workers: int, batch: int, log: 
     async def mixed() -> tuple[list[float], list[float], float]:
         stop = asyncio.Event()
         rng = random.Random(1)
-        bodies = [rng.sample(long_texts, batch) for _ in range(16)]
+        bodies = [rng.sample(long_texts, min(batch, len(long_texts))) for _ in range(16)]
 
         async def big_load() -> list[float]:
             latencies, wall = await _clients(url, bodies, 8)
@@ -325,7 +328,7 @@ def _latency(service_dir: str, texts: list[str], workers: int, batch: int, log: 
         "busy_p99_ms": pct(small, 99),
         "busy_requests": len(small),
         "big_p50_ms": pct(big, 50),
-        "big_texts_per_s": len(big) * batch / wall,
+        "big_texts_per_s": len(big) * min(batch, len(long_texts)) / wall,
     }
 
 
@@ -338,7 +341,7 @@ def _memory(service_dir: str, texts: list[str], batch: int, log: Path, round_: i
 
     long_texts = sorted(texts, key=len, reverse=True)[: max(batch, len(texts) // 4)]
     rng = random.Random(2)
-    bodies = [rng.sample(long_texts, batch) for _ in range(8)]
+    bodies = [rng.sample(long_texts, min(batch, len(long_texts))) for _ in range(8)]
     row: dict[str, Any] = {}
     shift = round_ % len(MEMORY_SETTINGS)
     for tokens, arena in MEMORY_SETTINGS[shift:] + MEMORY_SETTINGS[:shift]:
@@ -357,7 +360,7 @@ def _memory(service_dir: str, texts: list[str], batch: int, log: Path, round_: i
             f"peak_mib@{key}": after["peak"],
             f"rss_after_mib@{key}": after["rss"],
             f"pss_after_mib@{key}": after["pss"],
-            f"texts_per_s@{key}": len(bodies) * batch / wall,
+            f"texts_per_s@{key}": sum(map(len, bodies)) / wall,
         }
     return row
 
@@ -516,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="of http-per-core")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--st-onnx-python", help="interpreter of an environment with optimum-onnx")
-    parser.add_argument("--service-dir", help="an existing export (default: export_encoder.py into a temp dir)")
+    parser.add_argument("--service-dir", help="an existing artifact (default: bertembed export into a temp dir)")
     parser.add_argument("--json", help="also write every figure to this file")
     parser.add_argument(
         "--quick",
@@ -541,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         service_dir = args.service_dir
         if service_dir is None and any(v.startswith(("pipeline", "http", "latency", "memory")) for v in variants):
             service_dir = str(work / "export")
-            run_command([sys.executable, str(SERVICE / "export_encoder.py"), model, service_dir])
+            run_command([sys.executable, "-m", "bertembed", "export", model, service_dir])
         st_onnx = None
         if any(v.startswith("st-onnx") for v in variants):
             if args.st_onnx_python:
