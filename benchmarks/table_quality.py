@@ -7,8 +7,8 @@ times:
 the embedding layer is ``BertEmbeddings.from_pretrained(model, table_dtype=
 ...)`` with the float32 tables as stored (the reference), then with
 bfloat16 tables, then with an int8 token table; the rest of the model is the
-reference service's ONNX encoder (``examples/service/export_encoder.py``:
-the transformer layers, the pooling and the normalisation, run by ONNX
+server's ONNX encoder (``bertembed export``'s torch path:
+the transformer layers and the pooling, run by ONNX
 Runtime). Printed per model and table dtype: the min and mean cosine
 similarity between each sentence's embedding and its float32-table one, and
 the goal (int8 min >= 0.999, bfloat16 min >= 0.9999).
@@ -37,11 +37,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,7 +50,6 @@ from bertembed import BertEmbeddings
 from bertembed._bench import timing
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICE = ROOT / "examples" / "service"
 SENTENCES = Path(__file__).resolve().parent / "data" / "sentences.txt"
 
 #: Table dtypes compared with the float32 tables, and the least min cosine each must reach.
@@ -74,67 +71,23 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def _service_modules() -> tuple[Any, Any, Any]:
-    if str(SERVICE) not in sys.path:
-        sys.path.insert(0, str(SERVICE))
-    import export_encoder
-    import pipeline
-    import st_config
-
-    return export_encoder, pipeline, st_config
-
-
-def sentence_config(model_dir: Path) -> Any:
-    """The service's reading of the sentence-transformers files (MPNet let through)."""
-    _, _, st_config = _service_modules()
-    kept = st_config.SUPPORTED_MODEL_TYPES
-    st_config.SUPPORTED_MODEL_TYPES = (*kept, "mpnet")
-    try:
-        return st_config.read_sentence_config(model_dir)
-    finally:
-        st_config.SUPPORTED_MODEL_TYPES = kept
-
-
 def export_encoder_onnx(model_dir: Path, out: Path) -> tuple[Path, Any]:
-    """The model's encoder as ONNX (the service's export for BERT; its head around MPNet's
-    encoder otherwise). Returns the .onnx path and the sentence config."""
-    export_encoder, _, _ = _service_modules()
-    import torch
-    import transformers
+    """The model's encoder as ONNX, exported by ``bertembed export``'s torch path (every family the layer
+    loads). Returns the .onnx path and the sentence config."""
+    from bertembed.serve.artifact import from_torch, manifest, model_config
 
-    transformers.logging.set_verbosity_error()
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    config = sentence_config(model_dir)
-    model_type = json.loads((Path(config.transformer_dir) / "config.json").read_text())["model_type"]
-    if model_type == "bert":
-        export_encoder.export(model_dir, out, link="symlink")
-        return out / export_encoder.ENCODER_FILE, config
-
-    class Head(export_encoder.EncoderHead):  # MPNet's encoder returns a tuple
-        def forward(self, embeddings: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            mask = attention_mask.to(embeddings.dtype)
-            additive = (1.0 - mask)[:, None, None, :] * torch.finfo(embeddings.dtype).min
-            hidden = self.encoder(embeddings, attention_mask=additive)[0]
-            pooled = torch.cat([export_encoder.pool(m, hidden, mask) for m in self.pooling], dim=-1)
-            return torch.nn.functional.normalize(pooled, p=2, dim=-1) if self.normalize else pooled
-
-    model = transformers.AutoModel.from_pretrained(config.transformer_dir, attn_implementation="eager").eval()
-    head = Head(model.encoder, config.pooling, config.normalize).eval()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / export_encoder.ENCODER_FILE
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        export_encoder._export_onnx(head, config.hidden_size, path)
-    return path, config
+    from_torch.export(model_dir, out)
+    return out / manifest.ENCODER_FILE, model_config.read_sentence_config(model_dir)
 
 
 def tokenizer_for(config: Any) -> Any:
     """The model's tokenizer as the service sets it up (truncation, right padding)."""
-    _, pipeline, _ = _service_modules()
+    from bertembed.serve.artifact import tokens
+
     transformer = Path(config.transformer_dir)
     model_config = json.loads((transformer / "config.json").read_text())
-    pad_id, pad_token = pipeline.pad_token_of(transformer / "tokenizer.json", model_config)
-    return pipeline.batch_tokenizer(
+    pad_id, pad_token = tokens.pad_token_of(transformer / "tokenizer.json", model_config)
+    return tokens.batch_tokenizer(
         transformer / "tokenizer.json",
         max_seq_length=config.max_seq_length,
         do_lower_case=config.do_lower_case,
