@@ -31,6 +31,15 @@ def _short_samples(monkeypatch):
     monkeypatch.setattr(timing, "GAP_S", 0.0)
 
 
+def needs(module, extra):
+    """``helpers.extras.needs``, imported when called: the isolated scenario's
+    children import this module (for the builders below) without tests/ on their path."""
+    __tracebackhide__ = True
+    from helpers.extras import needs
+
+    return needs(module, extra)
+
+
 def _run(todo, peers, scenario="shared-process", threads=1, **kw):
     return runner.run(todo, repeats=2, threads=threads, peers=peers, scenario=scenario, min_sample_s=0.0005, **kw)
 
@@ -232,7 +241,7 @@ def test_unknown_peer_and_bad_arguments():
 
 
 def _refuses_bfloat16() -> bool:
-    ml_dtypes = pytest.importorskip("ml_dtypes")
+    ml_dtypes = needs("ml_dtypes", "bfloat16")
     table = np.zeros((4, 2), ml_dtypes.bfloat16)
     try:
         bertembed.bert_embeddings([[1]], None, table, table, table, dtype=np.float32)
@@ -451,7 +460,7 @@ def test_peak_memory_rss_subprocess():
 @pytest.mark.heavy
 @pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
 def test_torch_peer_agrees_and_is_timed(scenario):
-    pytest.importorskip("torch")
+    needs("torch", "peers")
     [r] = _run([LN32], ["torch"], scenario=scenario, threads=2)
     assert "torch" in r["ratios"], r["skipped"]
     assert r["variants"]["torch@1"]["status"] == r["variants"]["torch@2"]["status"] == "ok"
@@ -460,8 +469,8 @@ def test_torch_peer_agrees_and_is_timed(scenario):
 @pytest.mark.heavy
 @pytest.mark.parametrize("scenario", ["shared-process", "isolated"])
 def test_onnxruntime_peer_agrees_and_is_timed(scenario):
-    pytest.importorskip("onnx")
-    pytest.importorskip("onnxruntime")
+    needs("onnx", "peers")
+    needs("onnxruntime", "peers")
     [r] = _run([LN32], ["onnxruntime"], scenario=scenario, threads=2)
     assert "onnxruntime" in r["ratios"], r["skipped"]
     assert r["variants"]["onnxruntime@1"]["status"] == "ok"

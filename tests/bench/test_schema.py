@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from helpers.extras import needs
 
 from bertembed._bench import report, runner, schema
 from bertembed._bench.cases import Goal
@@ -206,7 +207,7 @@ def test_the_readers_read_through_the_schema(tmp_path):
     for read in (report.format_table, report.format_goals, report.format_table_dtypes, report.format_run):
         with pytest.raises(BenchDataError, match=re.escape("'timings.numpy.median_s' must be a positive number")):
             read([bad])
-    pytest.importorskip("matplotlib")
+    needs("matplotlib", "plot")
     from bertembed._cli.plot import plot_results
 
     with pytest.raises(BenchDataError, match=re.escape("'timings.numpy.median_s'")):

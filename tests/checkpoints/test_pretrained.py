@@ -17,12 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.reference import reference, tolerance
 from helpers.weights import bfloat16_bits, write_safetensors
 
 from bertembed import BertEmbeddings
 
-st_numpy = pytest.importorskip("safetensors.numpy")
+st_numpy = needs("safetensors.numpy", "hf")
 
 V, P, T, H = 50, 16, 2, 8
 IDS = np.array([[1, 7, 49, 3, 0], [5, 5, 2, 48, 9]])

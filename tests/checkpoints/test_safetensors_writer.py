@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
 from bertembed import BertEmbeddings
 from bertembed._checkpoints import safetensors_writer
@@ -58,7 +59,7 @@ def test_every_tensor_starts_at_a_multiple_of_its_item_size(tmp_path, rng):
 
 
 def test_the_safetensors_package_reads_it_back(tmp_path, rng):
-    st_numpy = pytest.importorskip("safetensors.numpy")
+    st_numpy = needs("safetensors.numpy", "hf")
     tensors = [t for t in _mixed(rng) if t[1] != "BF16"]  # (numpy has no bfloat16)
     path = safetensors_writer.write_safetensors(tmp_path / "w.safetensors", tensors)
     back = st_numpy.load_file(str(path))
@@ -153,7 +154,7 @@ def test_save_pretrained_writes_through_it(tmp_path, rng, monkeypatch):
 
 
 def test_the_onnx_splitter_writes_through_it(tmp_path, rng):
-    pytest.importorskip("onnx")
+    needs("onnx", "onnx")
     from bertembed._onnx import layer
 
     tensors = {"embeddings.word_embeddings.weight": rng.standard_normal((5, 3)).astype(np.float16)}

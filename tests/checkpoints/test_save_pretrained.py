@@ -17,6 +17,7 @@ import pickle
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.sanitizer import not_under_asan
 from helpers.weights import assert_mapped
 
@@ -145,11 +146,11 @@ def test_round_trip_of_constructed_layers(name, table_dtype, tmp_path):
 
 @pytest.mark.parametrize("table_dtype", ["int8", "bfloat16", "float16", "float64"])
 def test_the_file_holds_the_tables_as_stored(table_dtype, tmp_path):
-    st = pytest.importorskip("safetensors.numpy")
+    st = needs("safetensors.numpy", "hf")
     layer = BertEmbeddings(**LAYERS["task-table"], table_dtype=table_dtype)
     layer.save_pretrained(tmp_path)
     if table_dtype == "bfloat16":
-        pytest.importorskip("ml_dtypes")
+        needs("ml_dtypes", "bfloat16")
     tensors = st.load_file(str(tmp_path / "model.safetensors"))
     t = layer._tables
     expected = {
@@ -270,8 +271,8 @@ def test_saving_into_a_file_path_is_refused(tmp_path):
     "variant", ["bert", "xlm-roberta", "ernie", "deberta-v2-v3style", "modernbert", "distilbert", "mpnet-pad3"]
 )
 def test_round_trip_of_loaded_families(variant, table_dtype, tmp_path):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+    needs("torch", "peers")
+    needs("transformers", "peers")
     from helpers.hf_families import VARIANTS, make_checkpoint
 
     model_type, overrides = VARIANTS[variant]

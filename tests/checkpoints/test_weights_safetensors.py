@@ -13,11 +13,12 @@ import struct
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.weights import assert_mapped, write_safetensors
 
 from bertembed._checkpoints.readers import SafetensorsFile, TensorInfo, TensorSource
 
-st_numpy = pytest.importorskip("safetensors.numpy")
+st_numpy = needs("safetensors.numpy", "hf")
 
 V, H = 50, 8
 TOK = "embeddings.word_embeddings.weight"
@@ -103,8 +104,8 @@ def test_bfloat16_is_raw_bits_mapped(tmp_path):
 
 
 def test_bfloat16_equals_safetensors_torch(tmp_path):
-    torch = pytest.importorskip("torch")
-    st_torch = pytest.importorskip("safetensors.torch")
+    torch = needs("torch", "peers")
+    st_torch = needs("safetensors.torch", "peers")
     t = torch.randn(V, H).to(torch.bfloat16)
     path = tmp_path / "bf16.safetensors"
     st_torch.save_file({TOK: t}, str(path))

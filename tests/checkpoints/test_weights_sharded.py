@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.weights import (
     assert_mapped,
     encode,
@@ -194,8 +195,8 @@ def _as_numpy(torch, t):
 @pytest.mark.heavy
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 def test_save_pretrained_sharded_safetensors(tmp_path, dtype):
-    torch = pytest.importorskip("torch")
-    st_torch = pytest.importorskip("safetensors.torch")
+    torch = needs("torch", "peers")
+    st_torch = needs("safetensors.torch", "peers")
     model = tiny_bert(getattr(torch, dtype), "BertForMaskedLM")
     itemsize = torch.empty((), dtype=getattr(torch, dtype)).element_size()
     model.save_pretrained(tmp_path, max_shard_size=10_000 * itemsize)
@@ -227,8 +228,8 @@ def test_sharded_pytorch_model_bin_as_transformers_4_wrote_it(tmp_path, dtype):
     # transformers 5 no longer writes .bin; transformers 4's
     # save_pretrained(safe_serialization=False, max_shard_size=...) split the
     # state dict with huggingface_hub and torch.save'd each shard.
-    torch = pytest.importorskip("torch")
-    hub = pytest.importorskip("huggingface_hub")
+    torch = needs("torch", "peers")
+    hub = needs("huggingface_hub", "peers")
     model = tiny_bert(getattr(torch, dtype), "BertForMaskedLM")
     sd = model.state_dict()
     split = hub.split_torch_state_dict_into_shards(

@@ -19,6 +19,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.weights import (
     ORDERED_DICT,
     REBUILD,
@@ -465,7 +466,7 @@ def _check_against_torch(path, expect_keys=None):
 @pytest.mark.heavy
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 def test_torch_save_state_dict_of_a_bert_model(tmp_path, dtype):
-    torch = pytest.importorskip("torch")
+    torch = needs("torch", "peers")
     model = tiny_bert(getattr(torch, dtype))
     path = tmp_path / "pytorch_model.bin"
     torch.save(model.state_dict(), path)
@@ -479,7 +480,7 @@ def test_transformers_style_bin_with_tied_weights(tmp_path, dtype):
     # transformers 5 writes only safetensors; pytorch_model.bin is what
     # transformers 4 wrote with save_pretrained(..., safe_serialization=False):
     # torch.save of the whole state dict, tied weights included.
-    torch = pytest.importorskip("torch")
+    torch = needs("torch", "peers")
     model = tiny_bert(getattr(torch, dtype), "BertForMaskedLM")
     path = tmp_path / "pytorch_model.bin"
     torch.save(model.state_dict(), path)
@@ -490,7 +491,7 @@ def test_transformers_style_bin_with_tied_weights(tmp_path, dtype):
 
 @pytest.mark.heavy
 def test_torch_strided_and_offset_tensors(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = needs("torch", "peers")
     base = torch.randn(10, 6)
     tensors = {
         "t": base.t(),
@@ -510,7 +511,7 @@ def test_torch_strided_and_offset_tensors(tmp_path):
 
 @pytest.mark.heavy
 def test_torch_parameters_and_pickle_protocol_4(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = needs("torch", "peers")
     model = torch.nn.Linear(5, 3)
     kept = tmp_path / "keep_vars.pt"  # Parameters: torch._utils._rebuild_parameter
     torch.save(model.state_dict(keep_vars=True), kept)
@@ -525,7 +526,7 @@ def test_torch_parameters_and_pickle_protocol_4(tmp_path):
 
 @pytest.mark.heavy
 def test_torch_load_also_refuses_the_malicious_file(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = needs("torch", "peers")
     marker = tmp_path / "pwned"
     path = tmp_path / "pytorch_model.bin"
     torch.save({"w": torch.ones(2), "evil": _Exec(_marker_code(marker))}, path)
@@ -539,7 +540,7 @@ def test_torch_load_also_refuses_the_malicious_file(tmp_path):
 
 @pytest.mark.heavy
 def test_torch_legacy_format_and_big_endian(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = needs("torch", "peers")
     legacy = tmp_path / "legacy.bin"
     torch.save({"w": torch.ones(2)}, legacy, _use_new_zipfile_serialization=False)
     with pytest.raises(ValueError, match=r"legacy\.bin: the legacy torch\.save format"):

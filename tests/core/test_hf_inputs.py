@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
 from bertembed import BertEmbeddings, bert_embeddings
 
@@ -47,8 +48,8 @@ def test_transformers_names_and_mapping(layer, convert):
 
 
 def test_batch_encoding_and_torch(layer):
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
+    transformers = needs("transformers", "peers")
+    torch = needs("torch", "peers")
     enc = transformers.BatchEncoding(
         {"input_ids": IDS, "token_type_ids": TYPES, "attention_mask": MASK}, tensor_type="pt"
     )
@@ -58,7 +59,7 @@ def test_batch_encoding_and_torch(layer):
 
 
 def test_tokenizers_encodings(layer):
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = needs("tokenizers", "text")
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import Whitespace
 
@@ -142,7 +143,7 @@ def test_mask_changes_nothing_except_for_zero_masked_layers(layer):
 
 
 def test_nullable_integers_with_na(layer):
-    pd = pytest.importorskip("pandas")
+    pd = needs("pandas", "peers")
     s = pd.Series([2, None, 3], dtype="Int64")
     with pytest.raises(ValueError, match=r"token_ids holds missing values \(NA\), the first at \[1\]"):
         layer(s)

@@ -19,6 +19,7 @@ import itertools
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.reference import result_tolerance, tolerance, twin, values64
 
 from bertembed import BertEmbeddings, PositionRule
@@ -42,7 +43,7 @@ TERMS = list(itertools.product(("none", "default", "ids"), (False, True), ("none
 
 def _result_dtype(name: str) -> np.dtype:
     if name == "bfloat16":
-        return np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+        return np.dtype(needs("ml_dtypes", "bfloat16").bfloat16)
     return np.dtype(name)
 
 

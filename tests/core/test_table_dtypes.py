@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.reference import result_tolerance, twin, values64
 
 from bertembed import BertEmbeddings, bert_embeddings
@@ -18,7 +19,7 @@ from bertembed import BertEmbeddings, bert_embeddings
 # (BERTEMBED_ISA names one as a cap).
 ISAS = ["baseline", "neon"] if platform.machine().lower() in ("aarch64", "arm64") else ["baseline", "avx2", "avx512"]
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
+ml_dtypes = needs("ml_dtypes", "bfloat16")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 TABLE_DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
 RESULT_DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.extras import why
 from helpers.reference import reference
 
 import bertembed
@@ -368,7 +369,7 @@ try:
     import threadpoolctl
 except ImportError:  # pragma: no cover - part of the test extra
     threadpoolctl = None
-needs_tpc = pytest.mark.skipif(threadpoolctl is None, reason="needs threadpoolctl")
+needs_tpc = pytest.mark.skipif(threadpoolctl is None, reason=why("threadpoolctl", "test"))
 
 
 def _runtime() -> str:

@@ -14,6 +14,7 @@ import pickle
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.reference import twin
 
 import bertembed._layer
@@ -75,7 +76,7 @@ def _ids_from(rng, kept, shape):
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_kept_ids_give_bit_for_bit_the_untrimmed_result(layout, table_dtype):
     if table_dtype == "bfloat16":
-        pytest.importorskip("ml_dtypes")
+        needs("ml_dtypes", "bfloat16")
     rng = np.random.default_rng(1)
     full = _layer(layout, table_dtype)
     kept = _kept(rng)

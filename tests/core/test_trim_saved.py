@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.sanitizer import not_under_asan
 from helpers.weights import assert_mapped, write_safetensors
 
@@ -54,7 +55,7 @@ def _ids(rng, shape=(3, 10)):
 @pytest.mark.parametrize("table_dtype", [None, "float16", "bfloat16", "int8"], ids=lambda d: d or "float32")
 def test_saved_trimmed_layer_maps_back_without_a_copy(tmp_path, table_dtype, unknown):
     if table_dtype == "bfloat16":
-        pytest.importorskip("ml_dtypes")
+        needs("ml_dtypes", "bfloat16")
     rng = np.random.default_rng(1)
     small = _full(table_dtype).trimmed(KEEP, unknown=unknown)
     small.save_pretrained(tmp_path)
@@ -89,7 +90,7 @@ def test_untrimmed_layers_are_still_written_in_format_1(tmp_path):
 @pytest.mark.parametrize("table_dtype", ["int8", "bfloat16", "float16", "float64"])
 def test_trim_then_convert_equals_convert_then_trim(tmp_path, table_dtype):
     if table_dtype == "bfloat16":
-        pytest.importorskip("ml_dtypes")
+        needs("ml_dtypes", "bfloat16")
     rng = np.random.default_rng(2)
     _full().trimmed(KEEP).save_pretrained(tmp_path / "trimmed")
     b = _full(table_dtype).trimmed(KEEP)  # convert, then trim
@@ -252,9 +253,9 @@ def test_a_loaded_trimmed_layer_costs_no_private_copy(tmp_path):
 
 @pytest.mark.heavy
 def test_every_family_trims_exactly(tmp_path):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("safetensors.numpy")
+    needs("torch", "peers")
+    needs("transformers", "peers")
+    needs("safetensors.numpy", "hf")
     from helpers.hf_families import VARIANTS, batches, load_config, make_checkpoint
 
     for variant, (model_type, overrides) in sorted(VARIANTS.items()):

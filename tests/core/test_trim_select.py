@@ -14,9 +14,10 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
-tokenizers = pytest.importorskip("tokenizers")
-pytest.importorskip("regex")
+tokenizers = needs("tokenizers", "trim")
+needs("regex", "trim")
 
 from helpers import trim_tokenizers  # noqa: E402
 
@@ -98,7 +99,7 @@ def test_a_script_choice_keeps_less_than_everything(loaded, kind):
 
 
 def test_hypothesis_texts_are_covered(loaded):
-    hypothesis = pytest.importorskip("hypothesis")
+    hypothesis = needs("hypothesis", "test")
     st = hypothesis.strategies
     tok = loaded["unigram"]
     choice = scripts.choose(tok, ["Latin", "Greek"])

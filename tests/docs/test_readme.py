@@ -31,3 +31,5 @@ def test_readme_starts_with_the_two_commands():
     assert blocks[1].endswith('pip install ".[test]" && python -m pytest')
     ci = (README.parent / ".ci" / "run").read_text()
     assert blocks[1] in ci, ".ci/run must run the README's test command"
+    fresh = (README.parent / ".ci" / "readme.sh").read_text()
+    assert blocks[0] in fresh and blocks[1] in fresh, ".ci/readme.sh must run the README's two commands as written"

@@ -7,9 +7,10 @@ directly (or through ``.ci/sanitize.sh``) for a long session.
 from __future__ import annotations
 
 import pytest
+from helpers.extras import needs
 
-pytest.importorskip("hypothesis")
-import fuzz_checkpoints as fc
+needs("hypothesis", "test")
+import fuzz_checkpoints as fc  # noqa: E402
 
 
 @pytest.mark.parametrize("target", fc.TARGETS)

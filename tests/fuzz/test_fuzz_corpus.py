@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import replay
+from helpers.extras import needs
 
 
 @pytest.mark.parametrize("target", replay.READERS)
@@ -22,7 +23,7 @@ def test_every_kept_input_reads_or_fails_cleanly(target):
 
 
 def test_every_kept_embed_input_meets_the_oracle():
-    pytest.importorskip("atheris")
+    needs("atheris", None)
     files = replay.inputs("embed")
     assert len(files) >= 5
     outcomes, failures = replay.replay("embed", files)

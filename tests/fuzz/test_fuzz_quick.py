@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
-hypothesis = pytest.importorskip("hypothesis")
+hypothesis = needs("hypothesis", "test")
 from fuzz_embed import HypothesisDraw, run_case  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -87,7 +88,7 @@ def test_the_oracle_rejects_a_wrong_int8_dequantisation(monkeypatch):
 
 def test_the_oracle_rejects_float16_bits_in_a_bfloat16_result(monkeypatch):
     """A kernel writing float16 bits into a bfloat16 result is reported."""
-    pytest.importorskip("ml_dtypes")
+    needs("ml_dtypes", "bfloat16")
     import bertembed._function as api
 
     real = api.embed_ids

@@ -205,9 +205,9 @@ def assert_mapped(arr: np.ndarray, path: Path) -> None:
 def tiny_bert(torch_dtype: Any, cls_name: str = "BertModel") -> Any:
     """A two-layer transformers BERT (120 tokens, H=32, 24 positions) in `torch_dtype`, in eval
     mode: what the reader tests save with torch and read back; skips without transformers."""
-    import pytest
+    from helpers.extras import needs
 
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers", "peers")
     cfg = transformers.BertConfig(
         vocab_size=120,
         hidden_size=32,

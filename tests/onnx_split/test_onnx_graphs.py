@@ -12,8 +12,9 @@ import re
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
-onnx = pytest.importorskip("onnx")
+onnx = needs("onnx", "onnx")
 from helpers.windows import refuse_mapped_files  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402

@@ -12,17 +12,18 @@ differences per family and exporter.
 from __future__ import annotations
 
 import pytest
+from helpers.extras import needs
 
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("onnxscript")
+needs("onnx", "peers")
+needs("onnxruntime", "peers")
+needs("torch", "peers")
+needs("transformers", "peers")
+needs("onnxscript", "peers")
 
-from helpers import onnx_exports
-from helpers.hf_families import print_measured
+from helpers import onnx_exports  # noqa: E402
+from helpers.hf_families import print_measured  # noqa: E402
 
-from bertembed.onnx import split_model
+from bertembed.onnx import split_model  # noqa: E402
 
 pytestmark = pytest.mark.heavy
 

