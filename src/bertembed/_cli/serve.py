@@ -1,9 +1,10 @@
 """``bertembed serve OUT_DIR``: an artifact of ``bertembed export`` as an HTTP server.
 
-The artifact is read and checked here, before gunicorn starts: a missing or
-malformed ``service.json`` is one ``bertembed: error:`` line and exit 1, not
-a worker crash loop. Then this process becomes the gunicorn master
-(:mod:`bertembed.serve.server.run`).
+The artifact is loaded once in a child process, as a worker would load it,
+before gunicorn starts (:mod:`bertembed.serve.server.check`): a missing,
+truncated or corrupt file is one ``bertembed: error:`` line naming the file
+and exit status 1, not a worker crash loop on a bound port. Then this
+process becomes the gunicorn master (:mod:`bertembed.serve.server.run`).
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
     if missing:
         raise CLIError(f"bertembed serve needs {', '.join(missing)}: pip install 'bertembed[serve]'")
-    from ..serve.artifact.manifest import read_service_config
+    from ..serve.server.check import ArtifactError, check_artifact
     from ..serve.server.run import serve
 
-    try:
-        read_service_config(args.out_dir)
-    except (KeyError, TypeError) as exc:
-        raise CLIError(f"{args.out_dir}: service.json lacks {exc}; build the artifact again") from None
+    if not args.no_check:
+        try:
+            check_artifact(args.out_dir)
+        except ArtifactError as exc:
+            raise CLIError(str(exc)) from None
     settings = {env: str(value) for key, env in SETTINGS.items() if (value := getattr(args, key)) is not None}
     if args.api_key is not None and not args.api_key:
         raise CLIError("--api-key is empty")
@@ -77,4 +79,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch-tokens", type=positive_int, help="most padded tokens in one encoder call")
     p.add_argument("--max-request-tokens", type=positive_int, help="most tokens in one request")
     p.add_argument("--max-wait-ms", type=float, help="how long the batcher may wait for more requests")
+    p.add_argument(
+        "--no-check",
+        action="store_true",
+        help="skip loading the artifact once before the workers start (it takes about as long as a worker's start)",
+    )
     p.set_defaults(func=cmd_serve)
