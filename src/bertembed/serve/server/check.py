@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         _steps(Path(args[0]))
-    except Exception as exc:  # noqa: BLE001 - any failure is the artifact's; the parent reports it
+    except Exception as exc:
         print(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
         return 1
     return 0
