@@ -7,12 +7,16 @@ tokens of a small corpus, unknown rule "error"; and by ``bertembed trim ... --un
 the session's untrimmed service (``server``): a text whose tokens are all kept must get exactly the
 untrimmed service's answer to the same request; a trimmed-away token gets a 422 naming it (rule
 "error") or the unknown token's row (rule "unk": exactly the untrimmed answer for the same ids with
-that token replaced by the unknown token).
+that token replaced by the unknown token). One request with several uncovered inputs gets one 422
+naming each (``input[i]``/``inputs[i]``/``texts[i]`` with its first uncovered token); the header
+``X-Bertembed-Unknown`` chooses the rule per request; in process, ``SentenceEmbedder`` raises
+``TrimmedToken`` listing the uncovered inputs (never the layer's IndexError).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +34,7 @@ from tokenizers import Tokenizer  # noqa: E402
 from bertembed import _cli  # noqa: E402
 from bertembed.serve.artifact import layer as saved_layer  # noqa: E402
 from bertembed.serve.artifact.manifest import EMBEDDINGS_DIR, write_service_config  # noqa: E402
+from bertembed.serve.server.pipeline import SentenceEmbedder, TrimmedToken  # noqa: E402
 
 #: The texts the trimmed layers keep the rows of (one per line of the corpus file).
 CORPUS = [
@@ -46,6 +51,10 @@ LENIENT = ("--unknown", "unk", "--quiet")
 TRIM_OPTIONS = ("--trim-corpus", "--trim-ids", "--trim-scripts", "--trim-min-count", "--unknown", "--layer")
 #: A text with one word that CORPUS never has.
 UNCOVERED = "Hello zebra world"
+#: Covered and uncovered texts in one request: inputs 1, 2 and 4 have tokens CORPUS never has.
+MIXED = ["Hello world", UNCOVERED, "The giraffe is nice", "A short sentence.", "rivers and bridges in Paris today"]
+#: The header choosing the unknown rule per request.
+HEADER = "X-Bertembed-Unknown"
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +77,21 @@ def absent(tokenizer: Tokenizer, corpus_ids: set[int]) -> tuple[str, int]:
     ids = tokenizer.encode(UNCOVERED, add_special_tokens=False).ids
     missing = [i for i in ids if i not in corpus_ids]
     assert len(missing) == 1, missing
-    return tokenizer.id_to_token(missing[0]), missing[0]
+    return str(tokenizer.id_to_token(missing[0])), missing[0]
+
+
+@pytest.fixture(scope="module")
+def mixed_uncovered(tokenizer: Tokenizer, corpus_ids: set[int]) -> list[tuple[int, int, int, str]]:
+    """(input, position, id, token) of each MIXED text's first token that CORPUS never has (from the
+    tokenizer: positions count the leading [CLS], as the service's ids do)."""
+    found = []
+    for index, encoding in enumerate(tokenizer.encode_batch(MIXED)):
+        position = next((k for k, i in enumerate(encoding.ids) if i not in corpus_ids), None)
+        if position is not None:
+            token_id = encoding.ids[position]
+            found.append((index, position, token_id, str(tokenizer.id_to_token(token_id))))
+    assert [f[0] for f in found] == [1, 2, 4], found
+    return found
 
 
 def _special_ids(model_dir: Path) -> set[int]:
@@ -140,8 +163,9 @@ def lenient(lenient_dir: Path) -> Iterator[Server]:
     yield from serve(lenient_dir, "server-trim-lenient.log")
 
 
-def _post(server: Server, path: str, body: dict) -> httpx.Response:
-    return httpx.post(f"{server.url}{path}", json=body, timeout=60)
+def _post(server: Server, path: str, body: dict, unknown: str | None = None) -> httpx.Response:
+    headers = {} if unknown is None else {HEADER: unknown}
+    return httpx.post(f"{server.url}{path}", json=body, headers=headers, timeout=60)
 
 
 def _vectors(answer: httpx.Response) -> np.ndarray:
@@ -176,6 +200,8 @@ def test_info_says_the_layer_is_trimmed(
         "vocab_size": vocab,
         "kept_rows": kept,
         "unknown": "error",
+        "unknown_rules": ["error", "unk"],  # what a request may choose with the header
+        "unknown_header": HEADER,
     }
     unk_id = tokenizer.token_to_id("[UNK]")
     assert httpx.get(f"{lenient.url}/info", timeout=30).json()["embedding_layer"] == {
@@ -185,6 +211,8 @@ def test_info_says_the_layer_is_trimmed(
         "kept_rows": kept,
         "unknown": unk_id,
         "unknown_token": "[UNK]",
+        "unknown_rules": ["error", "unk"],
+        "unknown_header": HEADER,
     }
     assert httpx.get(f"{strict.url}/healthz", timeout=30).json()["trimmed"] is True
     assert httpx.get(f"{server.url}/healthz", timeout=30).json()["trimmed"] is False
@@ -251,6 +279,69 @@ def test_a_trimmed_away_token_id_gets_a_422_naming_it(
     assert message.startswith(f"{field}[0] has the token {token!r} (id {token_id}, position "), message
 
 
+def _named(field: str, found: list[tuple[int, int, int, str]]) -> str:
+    return "; ".join(f"{field}[{k}] has the token {t!r} (id {i}, position {p} of its ids)" for k, p, i, t in found)
+
+
+@pytest.mark.parametrize("route", list(REFUSED))
+def test_one_422_names_every_uncovered_input(
+    strict: Server, mixed_uncovered: list[tuple[int, int, int, str]], route: str
+) -> None:
+    """Inputs 1, 2 and 4 of MIXED are uncovered: one 422 names the three, each with its first uncovered
+    token, and says how to be served (the header)."""
+    path, body, field = REFUSED[route]
+    message = _refusal(_post(strict, path, body(MIXED)), route, field)
+    assert message == (
+        f"{_named(field, mixed_uncovered)}: 3 of 5 inputs have a token this service's trimmed embedding layer "
+        f"does not keep (it keeps {strict.service_json()['embeddings']['kept_rows']} of 30522 token rows); send "
+        f"those inputs without such tokens, or with the header '{HEADER}: unk' to embed such tokens as '[UNK]'"
+    )
+
+
+def test_a_422_lists_ten_uncovered_inputs_and_counts_the_others(strict: Server, absent: tuple[str, int]) -> None:
+    token, token_id = absent
+    texts = ["Hello world"] + [UNCOVERED] * 13
+    message = _refusal(_post(strict, "/embed", {"texts": texts}), "own", "texts")
+    listed = "; ".join(
+        f"texts[{k}] has the token {token!r} (id {token_id}, position 2 of its ids)" for k in range(1, 11)
+    )
+    assert message.startswith(f"{listed}; and 3 more inputs have one: 13 of 14 inputs have a token "), message
+    assert "texts[11]" not in message
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_the_header_chooses_the_unknown_rule_per_request(
+    server: Server, strict: Server, lenient: Server, route: str
+) -> None:
+    """``X-Bertembed-Unknown: unk`` on the strict layer gives exactly what the layer trimmed with "unk"
+    gives; ``error`` on that one gives the strict layer's 422; neither changes an untrimmed service."""
+    path, body = ROUTES[route]
+    field = REFUSED[route][2]
+    lenient_answer = _vectors(_post(lenient, path, body(MIXED)))
+    np.testing.assert_array_equal(_vectors(_post(strict, path, body(MIXED), "unk")), lenient_answer)
+    np.testing.assert_array_equal(_vectors(_post(lenient, path, body(MIXED), "UNK")), lenient_answer)
+    refused = _refusal(_post(lenient, path, body(MIXED), "error"), route, field)
+    assert refused == _refusal(_post(strict, path, body(MIXED)), route, field)
+    assert _refusal(_post(strict, path, body(MIXED), "error"), route, field) == refused
+    untrimmed = _vectors(_post(server, path, body(MIXED)))
+    np.testing.assert_array_equal(_vectors(_post(server, path, body(MIXED), "unk")), untrimmed)
+    np.testing.assert_array_equal(_vectors(_post(server, path, body(MIXED), "error")), untrimmed)
+
+
+@pytest.mark.parametrize("route", ["own", "OpenAI"])
+def test_a_bad_header_value_is_refused_in_the_protocol_s_shape(strict: Server, route: str) -> None:
+    path, body = ROUTES[route]
+    answer = _post(strict, path, body(["Hello world"]), "zero")
+    expected = f"header {HEADER} must be 'error' or 'unk', got 'zero'"
+    if route == "OpenAI":
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["message"] == expected
+        assert answer.json()["error"]["type"] == "invalid_request_error"
+    else:
+        assert answer.status_code == 422, answer.text
+        assert answer.json() == {"error": expected, "error_type": "Validation"}
+
+
 def test_still_serving_after_refusals(strict: Server) -> None:
     assert _post(strict, "/embed", {"texts": [UNCOVERED]}).status_code == 422
     assert _vectors(_post(strict, "/embed", {"texts": ["Hello world"]})).shape == (1, 384)
@@ -275,6 +366,86 @@ def test_the_unk_rule_reads_the_unknown_token(
         id_body = {"inputs": [ids]}
     np.testing.assert_array_equal(got, _vectors(_post(server, path, id_body)))
     assert not np.array_equal(got, _vectors(_post(server, path, body([UNCOVERED]))))
+
+
+@pytest.fixture(scope="module")
+def strict_embedder(strict_dir: Path) -> SentenceEmbedder:
+    """The pipeline in this process, on the strict layer."""
+    embedder = SentenceEmbedder(strict_dir, threads=1)
+    embedder.start()
+    return embedder
+
+
+@pytest.fixture(scope="module")
+def lenient_embedder(lenient_dir: Path) -> SentenceEmbedder:
+    embedder = SentenceEmbedder(lenient_dir, threads=1)
+    embedder.start()
+    return embedder
+
+
+def _listed(found: list[tuple[int, int, int, str]]) -> str:
+    return re.escape("; ".join(f"input {k}: token {t!r} (id {i}) at position {p}" for k, p, i, t in found))
+
+
+def test_in_process_every_entry_raises_trimmed_token_naming_each_input(
+    strict_embedder: SentenceEmbedder, mixed_uncovered: list[tuple[int, int, int, str]]
+) -> None:
+    """encode_texts, embed, encode and encode_call raise TrimmedToken listing inputs 1, 2 and 4 of MIXED
+    (the layer's own IndexError, which names neither text nor token, never gets out)."""
+    listed = _listed(mixed_uncovered)
+    message = rf"^3 of 5 inputs have a token that the trimmed embedding layer does not keep .*: {listed}$"
+    seqs = strict_embedder.tokenize(MIXED)
+    calls = {
+        "encode_texts": lambda: strict_embedder.encode_texts(MIXED),
+        "embed": lambda: strict_embedder.embed(MIXED),
+        "encode": lambda: strict_embedder.encode(seqs),
+        "encode_call": lambda: strict_embedder.encode_call(seqs),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TrimmedToken, match=message) as caught:
+            call()
+        got = [(u.index, u.position, u.token_id, u.token) for u in caught.value.inputs]
+        assert got == mixed_uncovered, name
+        assert caught.value.count == 5 and caught.value.index == 1, name
+        assert caught.value.__cause__ is None and (
+            caught.value.__context__ is None or caught.value.__suppress_context__
+        )
+
+
+def test_in_process_trimmed_token_lists_ten_inputs(strict_embedder: SentenceEmbedder, absent: tuple[str, int]) -> None:
+    token, token_id = absent
+    listed = _listed([(k, 2, token_id, token) for k in range(10)])
+    with pytest.raises(TrimmedToken, match=rf"^12 of 12 inputs .*: {listed}; and 2 more$") as caught:
+        strict_embedder.encode_texts([UNCOVERED] * 12)
+    assert [u.index for u in caught.value.inputs] == list(range(12))
+
+
+def test_in_process_the_unknown_rule_per_call(
+    strict_embedder: SentenceEmbedder, lenient_embedder: SentenceEmbedder, mixed_uncovered: list
+) -> None:
+    lenient = lenient_embedder.encode_texts(MIXED)
+    np.testing.assert_array_equal(strict_embedder.encode_texts(MIXED, unknown="unk"), lenient)
+    np.testing.assert_array_equal(strict_embedder.embed(MIXED, unknown="unk")[0], lenient)
+    with pytest.raises(TrimmedToken, match=r"^3 of 5 inputs ") as caught:
+        lenient_embedder.encode_texts(MIXED, unknown="error")
+    assert [u.index for u in caught.value.inputs] == [1, 2, 4]
+    with pytest.raises(ValueError, match=r"^unknown must be one of \('error', 'unk'\) or None, got 'zero'$"):
+        strict_embedder.encode_texts(MIXED, unknown="zero")
+    covered = strict_embedder.encode_texts(COVERED)
+    np.testing.assert_array_equal(strict_embedder.encode_texts(COVERED, unknown="unk"), covered)
+
+
+def test_the_export_s_unk_rule_reads_the_unknown_row(
+    out_dir: Path, corpus_file: Path, tmp_path: Path, lenient_embedder: SentenceEmbedder
+) -> None:
+    """``--trim-corpus FILE --unknown unk`` (what the export saves: ``Trim(..., unknown="unk")``) serves
+    the uncovered texts exactly as the layer ``bertembed trim --unknown unk`` made."""
+    trim = saved_layer.Trim(corpus=(str(corpus_file),), unknown="unk")
+    export = _linked_export(out_dir, tmp_path / "export", out_dir / EMBEDDINGS_DIR, trim=trim)
+    embedder = SentenceEmbedder(export, threads=1)
+    embedder.start()
+    assert embedder.layer_info()["unknown_token"] == "[UNK]"
+    np.testing.assert_array_equal(embedder.encode_texts(MIXED), lenient_embedder.encode_texts(MIXED))
 
 
 def test_trim_options_parse_to_a_trim(corpus_file: Path) -> None:

@@ -13,14 +13,22 @@ error body needs:
 - ``POST /v1/embeddings``: OpenAI's ``{"input", "model", "encoding_format",
   "dimensions", "user"}``; errors are
   ``{"error": {"message", "type", "param", "code"}}``.
+
+One choice of this service's is a request header, on every route, so that
+the bodies stay exactly each protocol's (OpenAI refuses unknown body fields;
+other servers ignore unknown headers): :data:`UNKNOWN_HEADER`, what a trimmed
+embedding layer does with a token it does not keep, ``error`` (a 422 naming
+every such input, code ``token_not_kept``: :func:`not_kept`) or ``unk`` (the
+unknown token's row).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -43,6 +51,12 @@ ENCODING_FORMATS = ("float", "base64")
 #: TEI's kinds of error, as its server writes them in ``error_type`` (its OpenAPI schema's enum;
 #: clients generated from that schema refuse any other spelling).
 TEI_ERROR_TYPES = ("Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty")
+#: The request header choosing what a trimmed embedding layer does with a token it does not keep.
+UNKNOWN_HEADER = "X-Bertembed-Unknown"
+#: Its values: refuse the inputs with such tokens (422), or read the unknown token's row.
+UNKNOWN_VALUES = ("error", "unk")
+#: Uncovered inputs a ``token_not_kept`` message names one by one (the others are counted).
+LISTED_UNCOVERED = 10
 
 
 class BadRequest(Exception):
@@ -95,6 +109,8 @@ class EmbedRequest:
     direction : {"right", "left"}
     prompt_name, dimensions, model : optional
     encoding_format : {"float", "base64"}
+    unknown : {"error", "unk"} or None
+        The :data:`UNKNOWN_HEADER` choice; None: the embedding layer's rule.
     """
 
     shape: str
@@ -107,6 +123,7 @@ class EmbedRequest:
     dimensions: int | None = None
     model: str | None = None
     encoding_format: str = "float"
+    unknown: str | None = None
 
     @property
     def count(self) -> int:
@@ -306,6 +323,84 @@ def parse_openai_body(body: bytes, max_batch: int) -> EmbedRequest:
     return EmbedRequest(
         "openai", texts=texts, ids=ids, model=data["model"], encoding_format=encoding, dimensions=dimensions
     )
+
+
+def parse_unknown_header(value: str | None, shape: str) -> str | None:
+    """The :data:`UNKNOWN_HEADER` value (any case; None when absent), or :class:`BadRequest`
+    (400 on OpenAI's route, else 422).
+
+    Examples
+    --------
+    >>> parse_unknown_header("UNK", "tei"), parse_unknown_header(None, "openai")
+    ('unk', None)
+    """
+    if value is None:
+        return None
+    choice = value.strip().lower()
+    if choice not in UNKNOWN_VALUES:
+        raise BadRequest(
+            400 if shape == "openai" else 422,
+            f"header {UNKNOWN_HEADER} must be 'error' or 'unk', got {value!r}",
+        )
+    return choice
+
+
+class UncoveredInput(Protocol):
+    """An input with a token a trimmed layer does not keep (the pipeline's ``Uncovered``)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def token_id(self) -> int: ...
+    @property
+    def token(self) -> str: ...
+
+
+def not_kept(
+    name: str,
+    inputs: Sequence[UncoveredInput],
+    count: int,
+    *,
+    kept_rows: int,
+    vocab_size: int,
+    unknown_token: str | None,
+) -> BadRequest:
+    """The 422 (code ``token_not_kept``) for inputs with tokens the trimmed embedding layer does not keep.
+
+    It names each input as ``name[i]`` with its first such token, its id and
+    position (the first :data:`LISTED_UNCOVERED`; the others are counted), and
+    says how to be served: without those tokens, or, when the layer keeps the
+    unknown token's row (``unknown_token``), with ``X-Bertembed-Unknown: unk``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as U
+    >>> exc = not_kept("input", [U(index=1, position=2, token_id=7, token="zeb")], 2,
+    ...                kept_rows=40, vocab_size=100, unknown_token=None)
+    >>> exc.status, exc.code, exc.message[:60]
+    (422, 'token_not_kept', "input[1] has the token 'zeb' (id 7, position 2 of its ids), ")
+    """
+    listed = [
+        f"{name}[{u.index}] has the token {u.token!r} (id {u.token_id}, position {u.position} of its ids)"
+        for u in inputs[:LISTED_UNCOVERED]
+    ]
+    more = len(inputs) - len(listed)
+    rows = f"(it keeps {kept_rows} of {vocab_size} token rows)"
+    if len(inputs) == 1:
+        what = f"{listed[0]}, which this service's trimmed embedding layer does not keep {rows}"
+        fix = "send the input without it"
+    else:
+        tail = f"; and {more} more input{'s' if more > 1 else ''} {'have' if more > 1 else 'has'} one" if more else ""
+        what = (
+            f"{'; '.join(listed)}{tail}: {len(inputs)} of {count} inputs have a token this service's trimmed "
+            f"embedding layer does not keep {rows}"
+        )
+        fix = "send those inputs without such tokens"
+    if unknown_token is not None:
+        fix += f", or with the header '{UNKNOWN_HEADER}: unk' to embed such tokens as {unknown_token!r}"
+    return BadRequest(422, f"{what}; {fix}", param=name, code="token_not_kept")
 
 
 def check_dimensions(request: EmbedRequest, full: int, trained: list[int], model: str) -> None:

@@ -15,10 +15,15 @@ Routes (see README.md, "The API"):
 
 Every bad request gets a 4xx in its protocol's error shape, never a 500; each
 request is logged on one line (``SERVICE_ACCESS_LOG=0`` turns it off). With a
-trimmed embedding layer (``bertembed export --trim-*``), an input with a
-token the layer does not keep gets a 422 naming the token and its id when the
-layer's unknown rule is "error" (with "unk", that token reads the unknown
-token's row); ``/info``'s ``embedding_layer`` says which.
+trimmed embedding layer (``bertembed export --trim-*``), a request whose
+inputs have tokens the layer does not keep gets one 422 (code
+``token_not_kept``) naming every such input (``input[i]``, ``inputs[i]`` or
+``texts[i]``) with its first such token, when the layer's unknown rule is
+"error"; with "unk" such tokens read the unknown token's row. A request may
+choose the rule itself with the header ``X-Bertembed-Unknown: unk`` (or
+``error``): a header, so that every protocol's body stays as it is.
+``/info``'s ``embedding_layer`` says the layer's rule, its kept rows and the
+rules a request may choose.
 
 Settings (environment variables, read by :func:`create_app`; ``bertembed serve`` sets some from its options):
 
@@ -71,14 +76,17 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..protocols import (
+    UNKNOWN_HEADER,
     BadRequest,
     EmbedRequest,
     check_dimensions,
     check_token_ids,
+    not_kept,
     openai_body,
     openai_error,
     parse_embed_body,
     parse_openai_body,
+    parse_unknown_header,
     tei_body,
     tei_error,
     texts_body,
@@ -337,12 +345,16 @@ def create_app(
     )
     state: dict[str, Any] = {"cpu": None, "started": int(time.time())}
     layer = embedder.layer_info()
+    unknown_token = None if embedder.unk_id is None else embedder.tokenizer.id_to_token(embedder.unk_id)
     if layer["trimmed"]:
+        layer["unknown_header"] = UNKNOWN_HEADER
         log.info(
-            "trimmed embedding layer: %d of %d token rows, unknown tokens: %s",
+            "trimmed embedding layer: %d of %d token rows, unknown tokens: %s (a request's %s: %s)",
             layer["kept_rows"],
             layer["vocab_size"],
             "refused (422)" if layer["unknown"] == "error" else f"the row of id {layer['unknown']}",
+            UNKNOWN_HEADER,
+            "/".join(layer["unknown_rules"]),
         )
 
     def prepare(request: EmbedRequest) -> list[np.ndarray]:
@@ -360,15 +372,15 @@ def create_app(
                 seqs = embedder.tokenize(
                     request.texts, prompt_name=request.prompt_name, truncate=truncate, direction=request.direction
                 )
-            embedder.check_kept(seqs)
+            seqs = embedder.resolve_unknown(seqs, request.unknown)
         except TrimmedToken as exc:
-            raise BadRequest(
-                422,
-                f"{name}[{exc.index}] has the token {exc.token!r} (id {exc.token_id}, position {exc.position} "
-                f"of its ids), which this service's trimmed embedding layer does not keep "
-                f"(it keeps {layer['kept_rows']} of {layer['vocab_size']} token rows); send the input without it",
-                param=name,
-                code="token_not_kept",
+            raise not_kept(
+                name,
+                exc.inputs,
+                exc.count,
+                kept_rows=layer["kept_rows"],
+                vocab_size=layer["vocab_size"],
+                unknown_token=unknown_token,
             ) from None
         except InputTooLong as exc:
             raise BadRequest(
@@ -398,6 +410,12 @@ def create_app(
         loop = asyncio.get_running_loop()
         began = time.perf_counter()
         check_dimensions(parsed, embedder.dimension, embedder.matryoshka_dims, model)
+        parsed.unknown = parse_unknown_header(request.headers.get(UNKNOWN_HEADER), parsed.shape)
+        if parsed.unknown == "unk" and "unk" not in layer.get("unknown_rules", ["unk"]):
+            raise BadRequest(
+                400 if parsed.shape == "openai" else 422,
+                f"{UNKNOWN_HEADER}: unk cannot be served: this trimmed embedding layer keeps no unknown token's row",
+            )
         seqs = await loop.run_in_executor(state["cpu"], prepare, parsed)
         tokens = sum(len(s) for s in seqs)
         waiting = batcher.queue()[1]

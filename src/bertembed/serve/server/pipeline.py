@@ -14,9 +14,11 @@ No torch here (the torch embedding step used for the comparison lives in
    the artifact's ``embeddings/`` (as stored, converted, or trimmed to the
    token rows a corpus or scripts need), memory-mapped
    read-only (token + position + segment rows, LayerNorm fused), float32
-   (B, S, H); with a trimmed layer whose unknown rule is ``"error"``, a text
-   with a trimmed-away token is refused (:class:`TrimmedToken`) before it
-   reaches a batch;
+   (B, S, H); with a trimmed layer whose unknown rule is ``"error"``, texts
+   with a trimmed-away token are refused (:class:`TrimmedToken`, naming every
+   such text and its first such token) before they reach a batch; the rule
+   ``"unk"`` (the layer's, or asked for per call) reads the unknown token's
+   row for such tokens instead;
 4. ``encoder.onnx`` in ONNX Runtime: the transformer layers with ONNX
    Runtime's fused kernels and the pooling (exported by ``bertembed
    export``), float32 (B, D); then L2 normalisation in NumPy when
@@ -31,9 +33,11 @@ would not survive a fork, and touches every table page once.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,7 @@ import numpy as np
 import onnxruntime as ort
 
 from bertembed import BertEmbeddings
+from bertembed._vocab.tokenizer import _unk_id
 
 from ..artifact.manifest import read_service_config
 from ..artifact.tokens import load_tokenizer, special_tokens
@@ -72,13 +77,20 @@ EMBEDDINGS = ("bertembed", "torch")
 EmbeddingStep = Callable[[np.ndarray], np.ndarray]
 
 
-class TrimmedToken(ValueError):
-    """An input has a token that the trimmed embedding layer does not keep (its unknown rule is "error").
+#: What a trimmed layer does with a token it does not keep: refuse the input, or read the unknown token's row.
+UNKNOWN_RULES = ("error", "unk")
+#: Uncovered inputs a :class:`TrimmedToken` message lists one by one (the others are counted).
+LISTED_UNCOVERED = 10
+
+
+@dataclass(frozen=True)
+class Uncovered:
+    """An input with a token that a trimmed embedding layer does not keep: its first such token.
 
     Attributes
     ----------
     index : int
-        The input.
+        The input (its place in the call's inputs).
     position : int
         The token's position in the input's ids (special tokens counted).
     token_id : int
@@ -86,9 +98,45 @@ class TrimmedToken(ValueError):
         The tokenizer's string for the id.
     """
 
-    def __init__(self, index: int, position: int, token_id: int, token: str) -> None:
-        super().__init__(f"input {index}: token {token!r} (id {token_id}) at position {position} is not kept")
-        self.index, self.position, self.token_id, self.token = index, position, token_id, token
+    index: int
+    position: int
+    token_id: int
+    token: str
+
+    def __str__(self) -> str:
+        return f"input {self.index}: token {self.token!r} (id {self.token_id}) at position {self.position}"
+
+
+class TrimmedToken(ValueError):
+    """Inputs have tokens that the trimmed embedding layer does not keep (the unknown rule is "error").
+
+    Every such input is in :attr:`inputs` with its first such token; the
+    message lists the first :data:`LISTED_UNCOVERED` and counts the others.
+
+    Attributes
+    ----------
+    inputs : tuple of Uncovered
+        Every uncovered input, in order (at least one).
+    count : int
+        Inputs checked (uncovered or not).
+    index, position, token_id, token
+        The first uncovered input's (:class:`Uncovered`).
+    """
+
+    def __init__(self, inputs: Sequence[Uncovered], count: int) -> None:
+        if not inputs:
+            raise ValueError("TrimmedToken needs at least one uncovered input")
+        self.inputs = tuple(inputs)
+        self.count = count
+        first = self.inputs[0]
+        self.index, self.position, self.token_id, self.token = first.index, first.position, first.token_id, first.token
+        listed = "; ".join(str(u) for u in self.inputs[:LISTED_UNCOVERED])
+        more = len(self.inputs) - LISTED_UNCOVERED
+        super().__init__(
+            f"{len(self.inputs)} of {count} inputs have a token that the trimmed embedding layer does not keep "
+            f"(its unknown rule is 'error'; pass unknown='unk' to read the unknown token's row instead): "
+            f"{listed}{f'; and {more} more' if more > 0 else ''}"
+        )
 
 
 class InputTooLong(ValueError):
@@ -257,6 +305,7 @@ class SentenceEmbedder:
         self.embed_threads = embed_threads
         self.session: ort.InferenceSession | None = None
         self._run_options: ort.RunOptions | None = None
+        self.unk_id = self._unknown_row()
         self._check(int(sentence["hidden_size"]))
 
     def _check(self, hidden_size: int) -> None:
@@ -281,6 +330,11 @@ class SentenceEmbedder:
         return int(self.step.vocab_size)
 
     @property
+    def kept_mask(self) -> np.ndarray | None:
+        """Which ids a trimmed layer keeps (bool, one per id), whatever its unknown rule; None when untrimmed."""
+        return getattr(self.step, "kept", None)
+
+    @property
     def kept(self) -> np.ndarray | None:
         """Which ids a trimmed layer keeps (bool, one per id) when it refuses the others; else None."""
         layer = getattr(self.step, "layer", None)
@@ -288,8 +342,31 @@ class SentenceEmbedder:
             return None
         return self.step.kept  # type: ignore[no-any-return]
 
+    @property
+    def unknown(self) -> str:
+        """The layer's own rule for a token it does not keep: "error" (refused) or "unk" (the unknown row)."""
+        layer = getattr(self.step, "layer", None)
+        return "error" if layer is None or layer.unknown == "error" else "unk"
+
+    def _unknown_row(self) -> int | None:
+        """The id whose row a token the layer does not keep reads under the rule "unk": the layer's
+        unknown id, else the tokenizer's unknown token if the layer keeps its row; None if there is none."""
+        layer = getattr(self.step, "layer", None)
+        if layer is not None and layer.unknown != "error":
+            return int(layer.unknown)
+        unk = _unk_id(self.tokenizer, json.loads(self.tokenizer.to_str()))
+        trimmed = self.kept_mask
+        if unk is None or not 0 <= unk < self.vocab_size or (trimmed is not None and not trimmed[unk]):
+            return None
+        return unk
+
     def layer_info(self) -> dict[str, Any]:
-        """What the service says of its embedding layer (``/info``): trimmed or not, rows kept, unknown rule."""
+        """What the service says of its embedding layer (``/info``): trimmed or not, rows kept, unknown rule.
+
+        ``unknown`` is the layer's rule: "error" or the id whose row a token it does not keep reads
+        (``unknown_token`` its string); a trimmed layer also says which rules a call may ask for
+        (``unknown_rules``: "unk" only when the unknown token's row is kept).
+        """
         layer = getattr(self.step, "layer", None)
         if layer is None:  # the torch comparison: the checkpoint's whole table
             return {"trimmed": False, "vocab_size": self.vocab_size, "kept_rows": self.vocab_size, "unknown": "error"}
@@ -303,19 +380,86 @@ class SentenceEmbedder:
         }
         if layer.is_trimmed and unknown != "error":
             info["unknown_token"] = self.tokenizer.id_to_token(int(unknown))
+        if layer.is_trimmed:
+            info["unknown_rules"] = list(UNKNOWN_RULES) if self.unk_id is not None else ["error"]
         return info
 
-    def check_kept(self, seqs: Sequence[np.ndarray]) -> None:
-        """Raise :class:`TrimmedToken` for the first token a trimmed layer would refuse (nothing else to check)."""
-        kept = self.kept
-        if kept is None:
-            return
-        for index, seq in enumerate(seqs):
-            missing = np.flatnonzero(~kept[seq])
-            if missing.size:
-                position = int(missing[0])
-                token_id = int(seq[position])
-                raise TrimmedToken(index, position, token_id, self.tokenizer.id_to_token(token_id) or "")
+    def uncovered(self, seqs: Sequence[np.ndarray]) -> list[Uncovered]:
+        """Every sequence with a token a trimmed layer does not keep, with its first such token
+        (whatever the layer's unknown rule); [] for a layer that is not trimmed.
+
+        Ids outside the vocabulary are not counted here (the layer refuses them itself).
+        """
+        trimmed = self.kept_mask
+        if trimmed is None or not seqs:
+            return []
+        flat, ends, bad = self._not_kept(seqs, trimmed)
+        if bad is None:
+            return []
+        which = np.searchsorted(ends, bad, side="right")  # the sequence of each refused token
+        inputs, first = np.unique(which, return_index=True)
+        found = []
+        for index, at in zip(inputs.tolist(), bad[first].tolist(), strict=True):
+            token_id = int(flat[at])
+            start = int(ends[index - 1]) if index else 0
+            found.append(Uncovered(index, at - start, token_id, self.tokenizer.id_to_token(token_id) or ""))
+        return found
+
+    def _not_kept(
+        self, seqs: Sequence[np.ndarray], trimmed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The sequences end to end, where each ends, and the flat positions of the ids not kept (None: none)."""
+        flat = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs])
+        ends = np.cumsum([len(s) for s in seqs])
+        inside = (flat >= 0) & (flat < trimmed.size)
+        refused = inside & ~trimmed[np.where(inside, flat, 0)]
+        bad = np.flatnonzero(refused)
+        return flat, ends, bad if bad.size else None
+
+    def check_kept(self, seqs: Sequence[np.ndarray], unknown: str | None = None) -> None:
+        """Raise :class:`TrimmedToken` naming every sequence with a token the trimmed layer does not keep,
+        when the rule (``unknown``, default the layer's) is "error"."""
+        if (unknown or self.unknown) == "error":
+            found = self.uncovered(seqs)
+            if found:
+                raise TrimmedToken(found, len(seqs))
+
+    def resolve_unknown(self, seqs: Sequence[np.ndarray], unknown: str | None = None) -> list[np.ndarray]:
+        """The sequences ready for the layer under the rule ``unknown`` for tokens a trimmed layer does not keep.
+
+        Parameters
+        ----------
+        unknown : {"error", "unk"}, optional
+            "error": :class:`TrimmedToken` naming every sequence with such a
+            token (its first one); "unk": each such token replaced by the
+            unknown token's id (what a layer trimmed with ``unknown="unk"``
+            computes); None: the layer's own rule.
+
+        Raises
+        ------
+        TrimmedToken
+            The rule is "error" and a sequence has a token the layer does not keep.
+        ValueError
+            ``unknown`` is not a rule, or "unk" and the layer keeps no unknown token's row.
+        """
+        if unknown is not None and unknown not in UNKNOWN_RULES:
+            raise ValueError(f"unknown must be one of {UNKNOWN_RULES} or None, got {unknown!r}")
+        rule = self.unknown if unknown is None else unknown
+        trimmed = self.kept_mask
+        if trimmed is None or not seqs:
+            return list(seqs)
+        if rule == "error":
+            self.check_kept(seqs, rule)
+            return list(seqs)
+        if self.unknown == "unk":
+            return list(seqs)  # the layer reads the unknown row itself
+        if self.unk_id is None:
+            raise ValueError("this trimmed layer keeps no unknown token's row: the rule 'unk' cannot be used")
+        flat, ends, bad = self._not_kept(seqs, trimmed)
+        if bad is None:
+            return list(seqs)
+        flat[bad] = self.unk_id
+        return np.split(flat, ends[:-1])
 
     def _kept_only(self, seqs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The sequences without the tokens a trimmed layer refuses (the start-up checks' texts)."""
@@ -429,28 +573,53 @@ class SentenceEmbedder:
     def encode_call(self, seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, dict[str, float]]:
         """One encoder call: float32 (len(seqs), D) pooled vectors (not normalised), and seconds per stage.
 
+        The sequences go to the layer as they are (the server resolves its
+        requests' unknown rule before batching them: :meth:`resolve_unknown`).
+
         Raises
         ------
         RuntimeError
             :meth:`start` has not run.
+        TrimmedToken
+            The layer's unknown rule is "error" and sequences have tokens it
+            does not keep (every one named, by its place in ``seqs``).
         """
         if self.session is None:
             raise RuntimeError("SentenceEmbedder.start() has not run (no encoder session)")
         t0 = time.perf_counter()
         ids, mask = self.pad(seqs)
-        hidden = self.step(ids)
+        try:
+            hidden = self.step(ids)
+        except IndexError:
+            # The layer refuses an id it does not keep: name every such sequence (looked for only now,
+            # so that the server's calls, whose requests are checked already, pay nothing for it).
+            found = self.uncovered(seqs) if self.unknown == "error" else []
+            if not found:
+                raise  # not a trimmed-away token: an id outside the vocabulary
+            raise TrimmedToken(found, len(seqs)) from None
         t1 = time.perf_counter()
         (vectors,) = self.session.run(None, {"embeddings": hidden, "attention_mask": mask}, self._run_options)
         t2 = time.perf_counter()
         return vectors, {"embed": t1 - t0, "encoder": t2 - t1}
 
-    def encode(self, seqs: Sequence[np.ndarray], timings: dict[str, float] | None = None) -> np.ndarray:
+    def encode(
+        self, seqs: Sequence[np.ndarray], timings: dict[str, float] | None = None, *, unknown: str | None = None
+    ) -> np.ndarray:
         """Pooled vectors of many sequences, in their order: sorted by length and cut into calls.
 
         The calls are planned by :func:`batching.plan_batches` (at most
         ``batch_size`` texts and ``max_batch_tokens`` padded tokens each). The
         seconds of each stage are added into ``timings`` when given.
+        ``unknown`` is the rule for tokens a trimmed layer does not keep
+        (:meth:`resolve_unknown`; default the layer's own).
+
+        Raises
+        ------
+        TrimmedToken
+            The rule is "error" and sequences have tokens the layer does not
+            keep: all of them named, before any call.
         """
+        seqs = self.resolve_unknown(seqs, unknown)
         out = np.empty((len(seqs), self.dimension), dtype=np.float32)
         lengths = [len(s) for s in seqs]
         for group in plan_batches(lengths, max_texts=self.batch_size, max_tokens=self.max_batch_tokens):
@@ -472,14 +641,26 @@ class SentenceEmbedder:
             vectors = normalize_rows(vectors)
         return np.ascontiguousarray(vectors)
 
-    def encode_texts(self, texts: Sequence[str], **finish: Any) -> np.ndarray:
-        """float32 (len(texts), D) sentence embeddings, as sentence-transformers' ``encode`` gives them."""
-        return self.finish(self.encode(self.tokenize(texts)), **finish)
+    def encode_texts(self, texts: Sequence[str], *, unknown: str | None = None, **finish: Any) -> np.ndarray:
+        """float32 (len(texts), D) sentence embeddings, as sentence-transformers' ``encode`` gives them.
 
-    def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, dict[str, float]]:
-        """float32 (len(texts), D) sentence embeddings, and seconds spent in each stage."""
+        ``unknown`` ("error", "unk"; default the layer's rule) says what a
+        trimmed layer does with tokens it does not keep; ``finish`` takes
+        :meth:`finish`'s options.
+
+        Raises
+        ------
+        TrimmedToken
+            The rule is "error" and texts have tokens the layer does not keep
+            (every such text named, with its first such token).
+        """
+        return self.finish(self.encode(self.tokenize(texts), unknown=unknown), **finish)
+
+    def embed(self, texts: Sequence[str], *, unknown: str | None = None) -> tuple[np.ndarray, dict[str, float]]:
+        """float32 (len(texts), D) sentence embeddings, and seconds spent in each stage
+        (``unknown`` and the errors: :meth:`encode_texts`)."""
         t0 = time.perf_counter()
         seqs = self.tokenize(texts)
         timings = {"tokenize": time.perf_counter() - t0}
-        vectors = self.finish(self.encode(seqs, timings))
+        vectors = self.finish(self.encode(seqs, timings, unknown=unknown))
         return vectors, timings
