@@ -81,7 +81,7 @@ def test_the_file_list_covers_the_shipped_text() -> None:
         "docs/index.rst",
         "src/bertembed/_cli/demo.py",
         "src/bertembed/_bench/report.py",
-        "examples/service/README.md",
+        "docs/serve.md",
     } <= files
 
 
