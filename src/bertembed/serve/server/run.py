@@ -1,6 +1,7 @@
 """``bertembed serve``: the artifact behind gunicorn, with uvicorn workers.
 
-gunicorn runs W uvicorn workers (the ``uvicorn-worker`` package) and restarts
+gunicorn runs W uvicorn workers (:class:`.worker.BertembedWorker`, the
+``uvicorn-worker`` package's with bertembed's connection limits) and restarts
 any that dies. ``--preload`` builds the app in the master: the artifact's
 embedding layer is memory-mapped once there, and every worker forked from it
 shares the same pages. Each worker then creates its own ONNX Runtime session
@@ -21,11 +22,10 @@ from pathlib import Path
 
 #: The app factory gunicorn imports in the master.
 APP = "bertembed.serve.server.app:create_app()"
-#: gunicorn's own settings: seconds before a silent worker is killed, given to finish on SIGTERM, and
-#: an idle keep-alive connection is kept.
+#: gunicorn's own settings: seconds before a silent worker is killed, and given to finish on SIGTERM
+#: (the connection limits are the worker's: bertembed.serve.server.worker).
 WORKER_TIMEOUT = 60
 GRACEFUL_TIMEOUT = 10
-KEEP_ALIVE = 5
 
 
 def gunicorn_argv(out_dir: str | os.PathLike[str], *, host: str, port: int, workers: int) -> list[str]:
@@ -45,15 +45,13 @@ def gunicorn_argv(out_dir: str | os.PathLike[str], *, host: str, port: int, work
         "--workers",
         str(workers),
         "--worker-class",
-        "uvicorn_worker.UvicornWorker",
+        "bertembed.serve.server.worker.BertembedWorker",
         "--bind",
         f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "--timeout",
         str(WORKER_TIMEOUT),
         "--graceful-timeout",
         str(GRACEFUL_TIMEOUT),
-        "--keep-alive",
-        str(KEEP_ALIVE),
         "--no-control-socket",
     ]
 
