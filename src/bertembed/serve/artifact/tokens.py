@@ -74,3 +74,87 @@ def pad_token_of(tokenizer_path: str | os.PathLike[str], model_config: dict) -> 
         return int(tokenizer.padding["pad_id"]), str(tokenizer.padding["pad_token"])
     pad_id = int(model_config.get("pad_token_id") or 0)
     return pad_id, tokenizer.id_to_token(pad_id) or "[PAD]"
+
+
+#: A text of at most this many characters per token of room is tokenized whole: it costs no more
+#: than a text that fills the model. Longer ones are cut first (:func:`bounded_text`).
+CHARS_PER_TOKEN = 16
+#: How far the piece may grow (x its first size) to reach a word boundary before a word is cut.
+MAX_GROWTH = 64
+
+
+def bounded_text(tokenizer: Tokenizer, text: str, room: int, direction: str = "right") -> tuple[str, bool]:
+    """The part of `text` that yields the same first (or last) `room` tokens, and whether it was cut.
+
+    The pre-tokenizers of WordPiece, SentencePiece and byte-level BPE models
+    split at whitespace, and nothing crosses it: the words before a
+    whitespace boundary give the same tokens alone as inside the whole text.
+    So when a prefix that ends at a whitespace boundary already gives more
+    than `room` tokens, truncating it to `room` gives exactly what
+    truncating the whole text does, and a 4 MB text costs what a
+    max-length one costs. The piece starts at `CHARS_PER_TOKEN` x `room`
+    characters and grows fourfold until it gives more than `room` tokens
+    (words that give no token, such as control characters, need more
+    characters), or is the whole text. With ``direction="left"`` the same
+    holds for suffixes, which keep the whitespace before their first word (a
+    byte-level BPE tokenizer marks a word after a space). A text with no
+    whitespace for `MAX_GROWTH` times the first piece's length (one "word"
+    of over 16 KiB per token of room) is cut inside that word: only then may
+    the tokens differ from the whole text's.
+
+    Parameters
+    ----------
+    tokenizer : tokenizers.Tokenizer
+        Without truncation or padding.
+    text : str
+    room : int
+        The tokens the model takes besides its special tokens.
+    direction : {"right", "left"}
+        Which end truncation cuts: the piece is a prefix (right) or a suffix (left).
+
+    Returns
+    -------
+    str
+        The text, or its piece.
+    bool
+        Whether it was cut (then it gives more than `room` tokens).
+
+    Examples
+    --------
+    >>> tok = Tokenizer.from_file("tokenizer.json")  # doctest: +SKIP
+    >>> piece, cut = bounded_text(tok, "word " * 800_000, 254)  # doctest: +SKIP
+    >>> len(piece), cut  # doctest: +SKIP
+    (4064, True)
+    """
+    size = max(1, room) * CHARS_PER_TOKEN
+    cap = size * MAX_GROWTH
+    while size < len(text):
+        window = text[:size] if direction == "right" else text[len(text) - size :]
+        edge = _last_space(window) if direction == "right" else _first_space(window)
+        if edge <= 0 and size < cap:  # no word boundary yet: a longer window
+            size *= 4
+            continue
+        if edge <= 0:  # one word of more than `cap` characters: cut inside it
+            piece = window
+        else:
+            piece = window[:edge] if direction == "right" else window[edge:]
+        if len(tokenizer.encode(piece, add_special_tokens=False).ids) > room:
+            return piece, True
+        size *= 4
+    return text, False
+
+
+def _last_space(piece: str) -> int:
+    """Index of the last whitespace character of `piece` (any Unicode space), or -1."""
+    for k in range(len(piece) - 1, -1, -1):
+        if piece[k].isspace():
+            return k
+    return -1
+
+
+def _first_space(piece: str) -> int:
+    """Index of the first whitespace character of `piece` (any Unicode space), or -1."""
+    for k, char in enumerate(piece):
+        if char.isspace():
+            return k
+    return -1

@@ -385,8 +385,7 @@ def create_app(
         except InputTooLong as exc:
             raise BadRequest(
                 413,
-                f"input {exc.index} has {exc.tokens} tokens, more than the model's {exc.limit}; "
-                'send shorter inputs or "truncate": true',
+                f'{exc}; send shorter inputs or "truncate": true',
             ) from None
         except KeyError:
             names = sorted(embedder.prompts) or "none"

@@ -52,7 +52,7 @@ from bertembed import BertEmbeddings
 from bertembed._vocab.tokenizer import _unk_id
 
 from ..artifact.manifest import read_service_config
-from ..artifact.tokens import load_tokenizer, special_tokens
+from ..artifact.tokens import bounded_text, load_tokenizer, special_tokens
 from .batching import plan_batches
 
 #: Texts per encoder call (sentence-transformers' default batch size).
@@ -142,8 +142,12 @@ class TrimmedToken(ValueError):
 class InputTooLong(ValueError):
     """An input has more tokens than the model takes, and truncation was not asked for."""
 
-    def __init__(self, index: int, tokens: int, limit: int) -> None:
-        super().__init__(f"input {index} has {tokens} tokens, more than the model's {limit}")
+    def __init__(self, index: int, tokens: int | None, limit: int) -> None:
+        # tokens None: a long text, known to be too long without tokenizing it whole.
+        if tokens is None:
+            super().__init__(f"input {index} has more tokens than the model's {limit}")
+        else:
+            super().__init__(f"input {index} has {tokens} tokens, more than the model's {limit}")
         self.index, self.tokens, self.limit = index, tokens, limit
 
 
@@ -545,11 +549,22 @@ class SentenceEmbedder:
             raises :class:`InputTooLong` instead.
         direction : {"right", "left"}
             Which end of a text is cut.
+
+        A long text is cut before it is tokenized, at a whitespace boundary
+        past the tokens it can keep (:func:`~bertembed.serve.artifact.tokens.bounded_text`),
+        so its cost is bounded by the model's length, not the text's, and
+        the ids are exactly those of the whole text, truncated.
         """
         prompt = self.prompt_text(prompt_name)
         if prompt:
             texts = [prompt + text for text in texts]
-        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        room = self.max_seq_length - len(self.prefix) - len(self.suffix)
+        pieces = [bounded_text(self.tokenizer, text, room, direction) for text in texts]
+        if not truncate:
+            for k, (_, cut) in enumerate(pieces):
+                if cut:  # more tokens than the model takes, known without tokenizing it whole
+                    raise InputTooLong(k, None, self.max_seq_length)
+        encodings = self.tokenizer.encode_batch([piece for piece, _ in pieces], add_special_tokens=False)
         return [self._fit(k, e.ids, truncate, direction) for k, e in enumerate(encodings)]
 
     def from_ids(
