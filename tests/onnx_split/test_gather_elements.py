@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
-onnx = pytest.importorskip("onnx")
+onnx = needs("onnx", "onnx")
 from onnx import TensorProto, helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
@@ -104,7 +105,7 @@ def test_random_against_the_definition(axis):
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_random_against_onnxruntime(axis):
-    ort = pytest.importorskip("onnxruntime")
+    ort = needs("onnxruntime", "peers")
     rng = np.random.default_rng(axis + 20)
     data = rng.standard_normal((5, 80)).astype(np.float32)
     size = data.shape[axis]

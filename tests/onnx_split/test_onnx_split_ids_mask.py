@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.extras import needs
 
-pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+needs("onnx", "peers")
+ort = needs("onnxruntime", "peers")
+torch = needs("torch", "peers")
+needs("transformers", "peers")
 
 from helpers.hf_families import make_checkpoint  # noqa: E402
 from helpers.onnx_exports import _Whole, padded_batches  # noqa: E402
