@@ -35,6 +35,8 @@ class Setting:
         Whether ``/info`` lists it under ``limits``.
     kind : type
         How the variable's text is read (int, float, bool or str).
+    zero : bool
+        Whether 0 is allowed (numbers are otherwise positive).
     """
 
     name: str
@@ -44,6 +46,7 @@ class Setting:
     option: bool = False
     limit: bool = True
     kind: type = int
+    zero: bool = False
 
     @property
     def flag(self) -> str:
@@ -133,17 +136,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "request_timeout_s",
         "SERVICE_REQUEST_TIMEOUT_S",
-        60.0,
+        120.0,
         "seconds a request may wait and compute before it gets 503 and its queued work is dropped",
         option=True,
         kind=float,
     ),
     Setting(
-        "max_unread_bytes",
-        "SERVICE_MAX_UNREAD_BYTES",
-        64 << 20,
-        "answer bytes a worker holds for clients that do not read them before it drops the slowest",
+        "send_timeout_s",
+        "SERVICE_SEND_TIMEOUT_S",
+        30.0,
+        "seconds an answer may wait for a client that does not read it (then the connection is dropped)",
         option=True,
+        kind=float,
     ),
     Setting(
         "auto_truncate",
@@ -171,6 +175,40 @@ SETTINGS: tuple[Setting, ...] = (
         kind=bool,
     ),
     Setting("access_log", "SERVICE_ACCESS_LOG", True, "one line per request on stderr", limit=False, kind=bool),
+    Setting(
+        "model_name",
+        "SERVICE_MODEL_NAME",
+        "",
+        "the name the OpenAI route answers to (default: the artifact's)",
+        limit=False,
+        kind=str,
+    ),
+    Setting("embed_threads", "SERVICE_EMBED_THREADS", 1, "bertembed's threads for the embedding step", limit=False),
+    Setting(
+        "arena",
+        "SERVICE_ORT_ARENA",
+        "shrink",
+        "ONNX Runtime's CPU memory arena: shrink, on or off",
+        limit=False,
+        kind=str,
+    ),
+    Setting(
+        "graph_optimization",
+        "SERVICE_GRAPH_OPT",
+        "all",
+        "ONNX Runtime's graph optimisation level: all, extended or basic",
+        limit=False,
+        kind=str,
+    ),
+    Setting(
+        "embedding",
+        "SERVICE_EMBEDDING",
+        "bertembed",
+        "the embedding step: bertembed (torch: the comparison)",
+        limit=False,
+        kind=str,
+    ),
+    Setting("workers", "SERVICE_WORKERS", 1, "worker processes on this machine (bertembed serve sets it)", limit=False),
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 
@@ -182,8 +220,8 @@ def _parse(setting: Setting, raw: str) -> Any:
         value = setting.kind(raw)
     except ValueError:
         raise ValueError(f"{setting.env}={raw!r}: expected {setting.kind.__name__}") from None
-    if setting.kind in (int, float) and value <= 0:
-        raise ValueError(f"{setting.env}={raw!r}: must be positive")
+    if setting.kind in (int, float) and (value < 0 or (value == 0 and not setting.zero)):
+        raise ValueError(f"{setting.env}={raw!r}: must be {'at least 0' if setting.zero else 'positive'}")
     return value
 
 

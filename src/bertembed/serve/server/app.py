@@ -62,6 +62,7 @@ import asyncio
 import hmac
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +76,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from .. import settings
 from ..protocols import (
     UNKNOWN_HEADER,
     BadRequest,
@@ -95,10 +97,6 @@ from .batching import Batcher
 from .metrics import Metrics
 from .pipeline import (
     ARENA_MODES,
-    DEFAULT_ARENA,
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_GRAPH_LEVEL,
-    DEFAULT_MAX_BATCH_TOKENS,
     EMBEDDINGS,
     GRAPH_LEVELS,
     InputTooLong,
@@ -108,19 +106,10 @@ from .pipeline import (
 
 log = logging.getLogger("service")
 
-#: Defaults of the settings above (the environment overrides them); the encoder's are pipeline.py's.
-DEFAULTS: dict[str, Any] = {
-    "batch_size": DEFAULT_BATCH_SIZE,
-    "max_batch_tokens": DEFAULT_MAX_BATCH_TOKENS,
-    "max_wait_ms": 2.0,
-    "max_batch": 2048,
-    "max_request_tokens": 65536,
-    "max_queue_tokens": 262144,
-    "max_body_bytes": 4 << 20,
-    "auto_truncate": True,
-    "arena": DEFAULT_ARENA,
-    "graph_optimization": DEFAULT_GRAPH_LEVEL,
-}
+#: The exit status that makes gunicorn stop instead of starting the worker again (its WORKER_BOOT_ERROR).
+WORKER_BOOT_ERROR = 3
+#: Characters escaped in the access log (a request line cannot forge a log line).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: Routes whose errors take OpenAI's shape.
 OPENAI_PREFIX = "/v1/"
 #: The routes, as metrics and the access log name them (anything else is "other").
@@ -166,52 +155,57 @@ class RequireKey:
         await response(scope, receive, send)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or :class:`BadRequest` (413) once it is known to exceed ``limit`` bytes.
+async def read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The request body, or :class:`BadRequest`: 413 once it is known to exceed ``limit`` bytes, 408 when
+    it takes more than ``timeout`` seconds.
 
-    A declared ``Content-Length`` over the limit is refused before reading;
-    a chunked body is refused as soon as it grows past the limit. The body
-    is not kept past the limit, but it is read to its end (up to 64 times the
-    limit) so that the client, still sending, reads the 413 instead of a
-    reset connection.
+    A declared ``Content-Length`` over the limit is refused before a byte
+    of the body is read (so ``Expect: 100-continue`` gets no 100); a chunked
+    body is refused as soon as it grows past the limit. The refusal closes
+    the connection (``Connection: close``): what the client still sends is
+    never read.
     """
     declared = request.headers.get("content-length")
-    too_large = None
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        too_large = f"body is {int(declared)} bytes, more than the limit of {limit} bytes"
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if too_large is None and size > limit:
-            too_large = f"body is more than the limit of {limit} bytes"
-        if too_large is None:
+        raise BadRequest(413, f"body is {int(declared)} bytes, more than the limit of {limit} bytes")
+
+    async def read() -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BadRequest(413, f"body is more than the limit of {limit} bytes")
             chunks.append(chunk)
-        elif size > 64 * limit:
-            break  # stop draining: the connection is closed after the answer
-    if too_large is not None:
-        raise BadRequest(413, too_large)
-    return b"".join(chunks)
+        return b"".join(chunks)
+
+    try:
+        return await asyncio.wait_for(read(), timeout)
+    except asyncio.TimeoutError:
+        raise BadRequest(408, f"the body took more than {timeout:g} s to arrive") from None
 
 
 def _error(path: str, exc: BadRequest, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The error in the shape of the route's protocol."""
+    """The error in the shape of the route's protocol (a 408 or 413 also closes the connection)."""
     body = openai_error(exc) if path.startswith(OPENAI_PREFIX) else tei_error(exc)
+    if exc.status in (408, 413):
+        headers = {**(headers or {}), "Connection": "close"}
     return JSONResponse(body, status_code=exc.status, headers=headers)
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client has gone away (after its body was read, ASGI's next message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _escaped(text: str) -> str:
+    """`text` with control characters as ``\\xNN`` (the access log's fields)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _env(name: str, default: Any) -> Any:
-    """A setting from the environment, converted like its default."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if isinstance(default, bool):
-        return raw.lower() not in ("0", "false", "no", "off")
-    return type(default)(raw)
 
 
 def _setup_logging() -> None:
@@ -269,10 +263,10 @@ class AccessLog:
                 extra = " ".join(f"{k}={v}" for k, v in scope["state"].get("log", {}).items())
                 log.info(
                     '%s:%s "%s %s HTTP/%s" %d %dB %.1fms%s',
-                    client[0],
+                    _escaped(str(client[0])),
                     client[1],
-                    scope.get("method", "-"),
-                    path,
+                    _escaped(scope.get("method", "-")),
+                    _escaped(path),
                     scope.get("http_version", "1.1"),
                     answer["status"],
                     answer["bytes"],
@@ -303,47 +297,56 @@ def create_app(
     service_dir = service_dir or os.environ.get("SERVICE_DIR")
     if not service_dir:
         raise RuntimeError("set SERVICE_DIR to the artifact directory (bertembed export's OUT_DIR)")
-    max_batch = max_batch or _env("SERVICE_MAX_BATCH", DEFAULTS["max_batch"])
-    max_body = max_body_bytes or _env("SERVICE_MAX_BODY_BYTES", DEFAULTS["max_body_bytes"])
-    embedding = embedding or os.environ.get("SERVICE_EMBEDDING", "bertembed")
+    values = settings.read()
+    if max_batch is not None:
+        values["max_batch"] = max_batch
+    if max_body_bytes is not None:
+        values["max_body_bytes"] = max_body_bytes
+    if embedding is not None:
+        values["embedding"] = embedding
+    if threads is not None:
+        values["threads"] = threads
+    embedding = values["embedding"]
     if embedding not in EMBEDDINGS:
         raise ValueError(f"SERVICE_EMBEDDING={embedding!r}: choose one of {EMBEDDINGS}")
-    arena = _env("SERVICE_ORT_ARENA", DEFAULTS["arena"])
-    graph = _env("SERVICE_GRAPH_OPT", DEFAULTS["graph_optimization"])
+    arena, graph = values["arena"], values["graph_optimization"]
     if arena not in ARENA_MODES or graph not in GRAPH_LEVELS:
         raise ValueError(
             f"SERVICE_ORT_ARENA must be one of {ARENA_MODES}, SERVICE_GRAPH_OPT one of {sorted(GRAPH_LEVELS)}"
         )
     _setup_logging()
-    workers = max(1, _env("SERVICE_WORKERS", 1))
-    threads = threads or _env("SERVICE_THREADS", max(1, _usable_cores() // workers))
-    embed_threads = _env("SERVICE_EMBED_THREADS", 1)
-    max_request_tokens = _env("SERVICE_MAX_REQUEST_TOKENS", DEFAULTS["max_request_tokens"])
-    max_queue_tokens = _env("SERVICE_MAX_QUEUE_TOKENS", DEFAULTS["max_queue_tokens"])
-    auto_truncate = _env("SERVICE_AUTO_TRUNCATE", DEFAULTS["auto_truncate"])
-    access_log = _env("SERVICE_ACCESS_LOG", True)
+    max_batch, max_body = values["max_batch"], values["max_body_bytes"]
+    threads = values["threads"] or max(1, _usable_cores() // values["workers"])
+    embed_threads = values["embed_threads"]
+    max_request_tokens, max_queue_tokens = values["max_request_tokens"], values["max_queue_tokens"]
+    auto_truncate = values["auto_truncate"]
     api_key = os.environ.get("BERTEMBED_API_KEY") or None
     embedder = SentenceEmbedder(
         service_dir,
         embedding=embedding,
         threads=threads,
         embed_threads=embed_threads,
-        batch_size=_env("SERVICE_BATCH_SIZE", DEFAULTS["batch_size"]),
-        max_batch_tokens=_env("SERVICE_MAX_BATCH_TOKENS", DEFAULTS["max_batch_tokens"]),
+        batch_size=values["batch_size"],
+        max_batch_tokens=values["max_batch_tokens"],
         arena=arena,
         graph_optimization=graph,
     )
-    model = os.environ.get("SERVICE_MODEL_NAME") or embedder.name
+    model = values["model_name"] or embedder.name
+    #: What /info lists under "limits": every limit setting's value in this worker.
+    limits = {s.name: values[s.name] for s in settings.SETTINGS if s.limit}
+    limits["max_connections"] = values["max_connections"] or settings.default_max_connections()
     log.info("%s embedding layer checked with %d thread(s)", embedding, embed_threads)
     metrics = Metrics(lambda: batcher.queue())
     batcher = Batcher(
         embedder.encode_call,
         max_batch_tokens=embedder.max_batch_tokens,
         max_texts=embedder.batch_size,
-        max_wait=_env("SERVICE_MAX_WAIT_MS", DEFAULTS["max_wait_ms"]) / 1e3,
+        max_wait=values["max_wait_ms"] / 1e3,
         on_call=metrics.call,
     )
-    state: dict[str, Any] = {"cpu": None, "started": int(time.time())}
+    #: The tokenizer thread pool, the start time, the requests in progress, the tokens admitted but not
+    #: yet in the batcher's queue.
+    state: dict[str, Any] = {"cpu": None, "started": int(time.time()), "active": 0, "reserved": 0}
     layer = embedder.layer_info()
     unknown_token = None if embedder.unk_id is None else embedder.tokenizer.id_to_token(embedder.unk_id)
     if layer["trimmed"]:
@@ -415,13 +418,19 @@ def create_app(
                 400 if parsed.shape == "openai" else 422,
                 f"{UNKNOWN_HEADER}: unk cannot be served: this trimmed embedding layer keeps no unknown token's row",
             )
-        seqs = await loop.run_in_executor(state["cpu"], prepare, parsed)
-        tokens = sum(len(s) for s in seqs)
-        waiting = batcher.queue()[1]
-        if waiting + tokens > max_queue_tokens:
+        # Admission before any tokenizing: at most this many tokens (each input's, at most the model's length).
+        estimate = min(max_request_tokens, estimated_tokens(parsed))
+        waiting = batcher.queue()[1] + state["reserved"]
+        if waiting + estimate > max_queue_tokens:
             raise BadRequest(
                 429, f"this worker is busy ({waiting} tokens waiting); retry later", error_type="Overloaded"
             )
+        state["reserved"] += estimate
+        try:
+            seqs = await loop.run_in_executor(state["cpu"], prepare, parsed)
+        finally:
+            state["reserved"] -= estimate
+        tokens = sum(len(s) for s in seqs)
         request.scope["state"]["log"] = {"inputs": len(seqs), "tokens": tokens}
         metrics.inputs(len(seqs), tokens)
         tokenized = time.perf_counter()
@@ -439,39 +448,78 @@ def create_app(
             loop.call_soon_threadsafe(settle)
 
         job = batcher.submit(seqs, done)
-        vectors = await future
+        vectors = await _until_done(request, future, job, began + values["request_timeout_s"])
         computed = time.perf_counter()
         body = await loop.run_in_executor(state["cpu"], render, parsed, vectors, tokens)
         timings = {"tokenize": tokenized - began, "batch": computed - tokenized, **job.stages}
         timing = ", ".join(f"{name};dur={seconds * 1e3:.3f}" for name, seconds in timings.items())
         return Response(body, media_type="application/json", headers={"Server-Timing": timing})
 
-    async def embed(request: Request) -> Response:
+    def estimated_tokens(parsed: EmbedRequest) -> int:
+        """At most the tokens the request's inputs make: the model's length per input, less for short ones
+        (a token of these tokenizers covers at least one character, or is an id given)."""
+        extra = len(embedder.prefix) + len(embedder.suffix) + len(embedder.prompt_text(None) or "")
+        sizes = [len(x) for x in (parsed.ids if parsed.ids is not None else parsed.texts or [])]
+        return sum(min(embedder.max_seq_length, size + extra) for size in sizes)
+
+    async def _until_done(
+        request: Request, future: asyncio.Future[np.ndarray], job: Any, deadline: float
+    ) -> np.ndarray:
+        """The job's vectors; its queued work is dropped when the client goes away or the deadline passes."""
+        gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(request))
+        waiting: set[asyncio.Future[Any]] = {future, gone}
         try:
-            body = await read_body(request, max_body)
-            parsed = parse_embed_body(body, max_batch)
-            return await compute(request, parsed)
+            finished, _ = await asyncio.wait(
+                waiting, timeout=max(0.0, deadline - time.perf_counter()), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            gone.cancel()
+        if future in finished:
+            return future.result()
+        batcher.cancel(job)
+        future.cancel()
+        if gone in finished:
+            metrics.cancelled()
+            raise ClientDisconnect()
+        raise BadRequest(
+            503,
+            f"the request took more than {values['request_timeout_s']:g} s; its work was dropped, retry later",
+            error_type="Overloaded",
+        )
+
+    async def admitted(request: Request, parse: Callable[[bytes], EmbedRequest]) -> Response:
+        """A request counted against the concurrency limit, read, parsed and computed; errors in its shape."""
+        path = request.url.path
+        if state["active"] >= values["max_concurrent_requests"]:
+            busy = f"this worker has {state['active']} requests in progress; retry later"
+            return _error(path, BadRequest(429, busy, error_type="Overloaded"))
+        state["active"] += 1
+        try:
+            body = await read_body(request, max_body, values["body_timeout_s"])
+            return await compute(request, parse(body))
         except BadRequest as exc:
-            return _error(request.url.path, exc)
-        except ClientDisconnect:  # gone before its body arrived: nobody reads the answer
-            return _error(request.url.path, BadRequest(400, "the client disconnected before sending the whole body"))
+            return _error(path, exc)
+        except ClientDisconnect:  # gone: nobody reads the answer
+            return _error(path, BadRequest(400, "the client disconnected before its answer"))
+        finally:
+            state["active"] -= 1
+
+    async def embed(request: Request) -> Response:
+        return await admitted(request, lambda body: parse_embed_body(body, max_batch))
+
+    def parse_openai(body: bytes) -> EmbedRequest:
+        parsed = parse_openai_body(body, max_batch)
+        if parsed.model != model:
+            raise BadRequest(
+                404,
+                f"The model '{parsed.model}' does not exist; this service serves '{model}' (GET /v1/models)",
+                param="model",
+                code="model_not_found",
+            )
+        return parsed
 
     async def openai_embeddings(request: Request) -> Response:
-        try:
-            body = await read_body(request, max_body)
-            parsed = parse_openai_body(body, max_batch)
-            if parsed.model != model:
-                raise BadRequest(
-                    404,
-                    f"The model '{parsed.model}' does not exist; this service serves '{model}' (GET /v1/models)",
-                    param="model",
-                    code="model_not_found",
-                )
-            return await compute(request, parsed)
-        except BadRequest as exc:
-            return _error(request.url.path, exc)
-        except ClientDisconnect:
-            return _error(request.url.path, BadRequest(400, "the client disconnected before sending the whole body"))
+        return await admitted(request, parse_openai)
 
     def model_card() -> dict[str, Any]:
         return {"id": model, "object": "model", "created": state["started"], "owned_by": "bertembed-service"}
@@ -494,7 +542,7 @@ def create_app(
                 "model_sha": None,
                 "model_dtype": "float32",
                 "model_type": {"embedding": {"pooling": "+".join(sentence["pooling"])}},
-                "max_concurrent_requests": None,
+                "max_concurrent_requests": values["max_concurrent_requests"],
                 "max_input_length": embedder.max_seq_length,
                 "max_batch_tokens": embedder.max_batch_tokens,
                 "max_batch_requests": None,
@@ -509,6 +557,7 @@ def create_app(
                 "prompts": sorted(embedder.prompts),
                 "matryoshka_dimensions": embedder.matryoshka_dims,
                 "max_request_tokens": max_request_tokens,
+                "limits": limits,
                 "embedding_layer": layer,
             }
         )
@@ -547,7 +596,13 @@ def create_app(
         # parallel region in this same thread) that bertembed's fork handler
         # makes safe. Nothing is served yet, so blocking the loop is fine.
         metrics.reset_worker()
-        embedder.start()
+        try:
+            embedder.start()
+        except BaseException:
+            # A worker that cannot load the artifact exits with gunicorn's boot-error status, which
+            # stops gunicorn instead of starting the worker again and again.
+            log.exception("the worker cannot start: the artifact failed to load")
+            os._exit(WORKER_BOOT_ERROR)
         batcher.start()
         state["cpu"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
         log.info("ready: %s embedding, %d thread(s)", embedding, threads)
@@ -579,5 +634,5 @@ def create_app(
         exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
-    keyed: Any = app if api_key is None else RequireKey(app, api_key, metrics_open=_env("SERVICE_METRICS_OPEN", False))
-    return AccessLog(keyed, metrics, access_log)
+    keyed: Any = app if api_key is None else RequireKey(app, api_key, metrics_open=values["metrics_open"])
+    return AccessLog(keyed, metrics, values["access_log"])

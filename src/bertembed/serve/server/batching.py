@@ -250,6 +250,21 @@ class Batcher:
             self._cond.notify()
         return job
 
+    def cancel(self, job: Job) -> bool:
+        """Drop what is left of a queued job (its client went away, or its deadline passed).
+
+        Sequences already in an encoder call finish with it; none of the
+        job's other sequences is computed, and ``done`` is not called.
+        Returns whether the job was still waiting.
+        """
+        with self._cond:
+            waiting = job in self._jobs
+            job.failed = True
+            job.todo = []
+            if waiting:
+                self._jobs.remove(job)
+            return waiting
+
     def start(self) -> None:
         """Start the batcher's thread (in the worker, after any fork)."""
         self._thread = threading.Thread(target=self._run, name="batcher", daemon=True)
@@ -316,10 +331,12 @@ class Batcher:
                 job.results = np.empty((len(job.seqs), vectors.shape[1]), dtype=vectors.dtype)
             job.results[index] = vectors[row]
             job.left -= 1
-            if job.left == 0:
+            if job.left == 0 and not job.failed:
                 finished.append(job)
         if finished:
             with self._cond:
+                # A job cancelled during this call is gone from the queue and gets no answer.
+                finished = [job for job in finished if not job.failed]
                 for job in finished:
                     self._jobs.remove(job)
             for job in finished:

@@ -69,7 +69,7 @@ class Metrics:
         self._latency: dict[str, _Histogram] = {}
         self._batch_size = _Histogram(BATCH_SIZE_BUCKETS)
         self._batch_tokens = _Histogram(BATCH_TOKEN_BUCKETS)
-        self._counters = {"inputs": 0, "tokens": 0, "padded_tokens": 0, "encoder_seconds": 0.0}
+        self._counters = {"inputs": 0, "tokens": 0, "padded_tokens": 0, "encoder_seconds": 0.0, "cancelled": 0}
 
     def reset_worker(self) -> None:
         """Label samples with this process's pid (call after the fork)."""
@@ -87,6 +87,11 @@ class Metrics:
         with self._lock:
             self._counters["inputs"] += count
             self._counters["tokens"] += tokens
+
+    def cancelled(self) -> None:
+        """A request whose client went away before its answer: its queued work was dropped."""
+        with self._lock:
+            self._counters["cancelled"] += 1
 
     def call(self, sequences: int, padded: int, real: int, seconds: float) -> None:
         """One encoder call (the batcher's ``on_call``)."""
@@ -132,6 +137,9 @@ class Metrics:
                 "# HELP embedding_encoder_seconds_total Time spent in encoder calls.",
                 "# TYPE embedding_encoder_seconds_total counter",
                 f"embedding_encoder_seconds_total{{{w}}} {self._counters['encoder_seconds']:.6f}",
+                "# HELP embedding_cancelled_total Requests whose client left before the answer (work dropped).",
+                "# TYPE embedding_cancelled_total counter",
+                f"embedding_cancelled_total{{{w}}} {self._counters['cancelled']}",
                 "# HELP embedding_queue_requests Requests waiting for or in the batcher.",
                 "# TYPE embedding_queue_requests gauge",
                 f"embedding_queue_requests{{{w}}} {requests}",

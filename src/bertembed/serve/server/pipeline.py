@@ -53,23 +53,24 @@ from bertembed._vocab.tokenizer import _unk_id
 
 from ..artifact.manifest import read_service_config
 from ..artifact.tokens import bounded_text, load_tokenizer, special_tokens
+from ..settings import BY_NAME
 from .batching import plan_batches
 
-#: Texts per encoder call (sentence-transformers' default batch size).
-DEFAULT_BATCH_SIZE = 32
-#: Padded tokens per encoder call: bounds the encoder's working memory (see README.md, "Memory").
-DEFAULT_MAX_BATCH_TOKENS = 4096
+#: Texts per encoder call, and padded tokens per encoder call (bounds the encoder's working memory):
+#: the server's settings' defaults (bertembed.serve.settings).
+DEFAULT_BATCH_SIZE = int(BY_NAME["batch_size"].default)  # type: ignore[arg-type]
+DEFAULT_MAX_BATCH_TOKENS = int(BY_NAME["max_batch_tokens"].default)  # type: ignore[arg-type]
 #: ONNX Runtime's CPU memory arena: "shrink" (kept between calls, its unused chunks given back after
 #: each call), "on" (kept at its largest size), "off" (every buffer from malloc).
 ARENA_MODES = ("shrink", "on", "off")
-DEFAULT_ARENA = "shrink"
+DEFAULT_ARENA = str(BY_NAME["arena"].default)
 #: graph_optimization_level names accepted by ``SentenceEmbedder(graph_optimization=...)``.
 GRAPH_LEVELS = {
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
-DEFAULT_GRAPH_LEVEL = "all"
+DEFAULT_GRAPH_LEVEL = str(BY_NAME["graph_optimization"].default)
 
 #: The embedding steps the service can run (``torch`` is the comparison).
 EMBEDDINGS = ("bertembed", "torch")
