@@ -9,16 +9,27 @@ the Pooling ``config.json``), and returns ``sentence_embedding`` (float32
 ``OUT_DIR/embeddings/`` with bertembed.
 
 Every family bertembed's layer loads is exported the same way: the model's
-own embedding module is replaced by a pass-through (:class:`PassThrough`) and
-the whole model is traced with ``inputs_embeds``, so the family's own
-attention mask, relative or rotary positions and any projection after the
-embeddings (ELECTRA's) are in the graph exactly as transformers computes
-them. ONNX Runtime's transformer fusions are then applied (:mod:`.fusion`).
+own embedding module (the top module holding the family's token table,
+:func:`embedding_path`) is replaced by a pass-through (:class:`PassThrough`)
+and the whole model is traced with ``inputs_embeds``, so the family's own
+attention mask, relative or rotary positions, local attention windows and any
+projection after the embeddings (ELECTRA's: the encoder's input is then
+``embedding_size`` wide) are in the graph exactly as transformers computes
+them. What differs per family is data (:class:`EmbeddingCall`), not a branch.
+ONNX Runtime's transformer fusions are then applied (:mod:`.fusion`).
 
-The artifact is checked before ``service.json`` is written: bertembed's layer
-against the model's embedding module, and ONNX Runtime against torch, on a
-few texts (:data:`CHECK_TEXTS`); either differing by more than
-:data:`CHECK_ATOL` fails the export.
+The whole torch model is first run on a few texts (:data:`CHECK_TEXTS`),
+padded into one batch and one at a time; a model whose result for a text
+depends on the padding of its batch is refused (sentence-transformers' own
+result then depends on which texts share its batch, which the service cannot
+reproduce: ConvBERT, Nyströmformer, YOSO). The artifact is then checked
+before ``service.json`` is written: bertembed's layer against the embedding
+module's output as the model's forward called it, and ONNX Runtime (fed by
+the layer, as the service feeds it) against the whole torch model; either
+differing by more than :data:`CHECK_ATOL` refuses the model with
+:class:`UnsupportedModel` naming its ``model_type`` (Longformer: its traced
+graph holds only for the example's length), as does a model transformers
+cannot run on the check texts (Funnel) or torch cannot trace.
 
 Needs torch, transformers, onnx, onnxscript and onnxruntime (build time
 only; the server runs without torch): ``pip install "bertembed[export]"``.
@@ -33,6 +44,7 @@ import logging
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +57,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from bertembed import BertEmbeddings
+from bertembed._checkpoints.families import embedding_spec
 
 from .fusion import optimize_encoder, save_encoder
 from .layer import Trim, check_files, save_layer
@@ -59,13 +72,15 @@ from .manifest import (
 from .model_config import UnsupportedModel, model_name, read_sentence_config
 from .tokens import batch_tokenizer, pad_token_of, place_tokenizer
 
-__all__ = ["EncoderHead", "PassThrough", "export", "pool"]
+__all__ = ["EmbeddingCall", "EncoderHead", "PassThrough", "embedding_path", "export", "pool"]
 #: ONNX opset of the exported encoder.
 OPSET = 17
 #: Largest difference allowed between bertembed's layer and the model's embedding module, and
 #: between ONNX Runtime and torch, on the check texts.
 CHECK_ATOL = 1e-4
 CHECK_TEXTS = ("A short sentence.", "", "Ünïcödé façade, 東京 and 🚀 " * 40)
+#: What transformers' models and torch's exporter raise on a model they cannot run or trace.
+_TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, AttributeError, NotImplementedError)
 
 
 def pool(mode: str, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -104,17 +119,65 @@ def pool(mode: str, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class PassThrough(nn.Module):
     """Stands in for a model's embedding module: returns the ``inputs_embeds`` it is given.
 
-    DeBERTa's embedding module multiplies its result by the attention mask
-    (``mask``); that is done here too, so the encoder sees what it would.
+    Families call their embedding module differently (DistilBERT passes
+    ``inputs_embeds`` by position; DeBERTa passes the attention mask as
+    ``mask``, ESM as ``attention_mask``); every call is accepted. What differs
+    per family is data (:class:`EmbeddingCall`): whether the module
+    multiplies its rows by the attention mask (the family record's
+    ``zero_masked_rows``, which bertembed's layer carries; done here too, so
+    the encoder sees what it would), and how many more outputs it returns
+    (I-BERT's scaling factor, None when not quantised: seen when the model
+    is run before the module is replaced).
     """
 
-    def forward(self, *args: Any, inputs_embeds: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
+    def __init__(self, zero_masked_rows: bool = False, extra_outputs: int = 0) -> None:
+        super().__init__()
+        self.zero_masked_rows = zero_masked_rows
+        self.extra_outputs = extra_outputs
+
+    def forward(self, *args: Any, inputs_embeds: torch.Tensor | None = None, **kwargs: Any) -> Any:
         if inputs_embeds is None:  # DistilBERT passes (input_ids, inputs_embeds, position_ids) by position
-            inputs_embeds = next(a for a in args if isinstance(a, torch.Tensor) and a.dim() == 3)
-        mask = kwargs.get("mask")
-        if mask is not None:
+            inputs_embeds = next(a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
+        mask = kwargs.get("mask", kwargs.get("attention_mask"))
+        if self.zero_masked_rows and mask is not None:
             inputs_embeds = inputs_embeds * mask.unsqueeze(-1).to(inputs_embeds.dtype)
+        if self.extra_outputs:
+            return (inputs_embeds, *([None] * self.extra_outputs))
         return inputs_embeds
+
+
+@dataclass(frozen=True)
+class EmbeddingCall:
+    """A model's embedding module and how the model uses it: the family's facts, as data.
+
+    Attributes
+    ----------
+    path : str
+        The module's path in the model (``embeddings``; ``embed_tokens`` for
+        families whose only embedding is the token table): the top module
+        holding the family's token table (:func:`embedding_spec`'s ``token``).
+    zero_masked_rows : bool
+        The module multiplies its rows by the attention mask (DeBERTa, ESM).
+    extra_outputs : int
+        Outputs it returns after the embeddings (all None here).
+    """
+
+    path: str
+    zero_masked_rows: bool = False
+    extra_outputs: int = 0
+
+
+def embedding_path(model: nn.Module, model_config: dict[str, Any]) -> str:
+    """The path of ``model``'s embedding module: the top module holding the family's token table."""
+    spec = embedding_spec(model_config)
+    names = {name for name, _ in model.named_parameters()}
+    for prefix in ("", *spec.prefixes):
+        if prefix + spec.token in names:
+            return prefix + spec.token.split(".")[0]
+    raise UnsupportedModel(
+        f"model_type {spec.model_type!r}: transformers' {type(model).__name__} has no {spec.token} "
+        "(the token table bertembed reads)"
+    )
 
 
 class EncoderHead(nn.Module):
@@ -123,15 +186,19 @@ class EncoderHead(nn.Module):
     Parameters
     ----------
     model : transformers.PreTrainedModel
-        The base model (``AutoModel``), eager attention; its ``embeddings``
-        is replaced by :class:`PassThrough` here.
+        The base model (``AutoModel``), eager attention; its embedding module
+        (``call.path``) is replaced by :class:`PassThrough` here.
     pooling : sequence of str
         Pooling modes, concatenated in this order.
+    call : EmbeddingCall, optional
+        The embedding module and how the model uses it (default: ``embeddings``, plain).
     """
 
-    def __init__(self, model: nn.Module, pooling: Sequence[str]) -> None:
+    def __init__(self, model: nn.Module, pooling: Sequence[str], call: EmbeddingCall | None = None) -> None:
         super().__init__()
-        model.embeddings = PassThrough()
+        call = EmbeddingCall("embeddings") if call is None else call
+        parent, _, name = call.path.rpartition(".")
+        setattr(model.get_submodule(parent), name, PassThrough(call.zero_masked_rows, call.extra_outputs))
         self.model = model
         self.pooling = tuple(pooling)
 
@@ -141,9 +208,25 @@ class EncoderHead(nn.Module):
         return torch.cat([pool(mode, hidden, mask) for mode in self.pooling], dim=-1)
 
 
-def _export_onnx(head: EncoderHead, hidden_size: int) -> onnx.ModelProto:
-    """torch.onnx.export (the TorchScript exporter, whose graph ONNX Runtime's fusions match), dynamic axes."""
-    example = (torch.zeros(2, 8, hidden_size), torch.ones(2, 8, dtype=torch.int64))
+def _export_onnx(head: EncoderHead, width: int) -> onnx.ModelProto:
+    """torch.onnx.export (the TorchScript exporter, whose graph ONNX Runtime's fusions match), dynamic axes.
+
+    ``width`` is the embedding layer's (the encoder's input): ``hidden_size``,
+    or ELECTRA's ``embedding_size`` (the model projects it to ``hidden_size``).
+    An exporter failure is an :class:`UnsupportedModel` naming the family.
+    """
+    try:
+        return _trace_to_onnx(head, width)
+    except _TORCH_ERRORS as exc:
+        model = head.model
+        raise UnsupportedModel(
+            f"model_type {getattr(model.config, 'model_type', '?')!r}: torch's TorchScript exporter cannot "
+            f"export transformers' {type(model).__name__}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _trace_to_onnx(head: EncoderHead, width: int) -> onnx.ModelProto:
+    example = (torch.zeros(2, 8, width), torch.ones(2, 8, dtype=torch.int64))
     axes = {name: {0: "batch", 1: "seq"} for name in ENCODER_INPUTS} | {ENCODER_OUTPUT: {0: "batch"}}
     buffer = io.BytesIO()
     with (
@@ -165,19 +248,103 @@ def _export_onnx(head: EncoderHead, hidden_size: int) -> onnx.ModelProto:
     return onnx.load_from_string(buffer.getvalue())
 
 
-def _check(
-    embeddings: nn.Module, layer: BertEmbeddings, head: EncoderHead, tokenizer: Tokenizer, path: Path
-) -> dict[str, float]:
-    """Largest differences on CHECK_TEXTS: bertembed's layer against the model's embedding module, and
-    ONNX Runtime against torch; raise above CHECK_ATOL."""
+@dataclass(frozen=True)
+class Reference:
+    """What the whole torch model computes on :data:`CHECK_TEXTS` (one right-padded batch).
+
+    Attributes
+    ----------
+    ids, mask : numpy.ndarray
+        int64 (B, S): the batch.
+    embeddings : numpy.ndarray
+        float32 (B, S, W): its embedding module's output, as the model called it.
+    pooled : numpy.ndarray
+        float32 (B, D): the pooled token embeddings (sentence-transformers' result before Normalize).
+    extra_outputs : int
+        Outputs the embedding module returned after the embeddings (all None).
+    """
+
+    ids: np.ndarray
+    mask: np.ndarray
+    embeddings: np.ndarray
+    pooled: np.ndarray
+    extra_outputs: int = 0
+
+
+def _run(model: nn.Module, ids: np.ndarray, mask: np.ndarray, pooling: Sequence[str]) -> np.ndarray:
+    """The model's pooled token embeddings of a batch (float32 (B, D))."""
+    out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
+    hidden = getattr(out, "last_hidden_state", None)
+    if hidden is None:
+        raise UnsupportedModel(
+            f"model_type {getattr(model.config, 'model_type', '?')!r}: transformers' AutoModel class "
+            f"{type(model).__name__} returns no last_hidden_state (the token embeddings sentence-transformers pools)"
+        )
+    weights = torch.from_numpy(mask).to(hidden.dtype)
+    return torch.cat([pool(mode, hidden, weights) for mode in pooling], dim=-1).float().numpy()
+
+
+def _reference(model: nn.Module, path: str, pooling: Sequence[str], tokenizer: Tokenizer) -> Reference:
+    """Run the whole model on CHECK_TEXTS, batched and one text at a time; refuse a padding-dependent model.
+
+    The embedding module's output is captured as the model's own forward
+    calls it (so with the arguments the family passes: the reference for
+    bertembed's layer), which also tells whether it returns more than the
+    embeddings. A text's result must not depend on the padding of its batch:
+    sentence-transformers pads each of its batches to the batch's longest
+    text and the service batches differently, so a model whose padded tokens
+    leak into the others (ConvBERT's span convolution, Nyströmformer's
+    landmarks, YOSO's hashed attention) gives results the service cannot
+    reproduce.
+    """
+    model_type = getattr(model.config, "model_type", "?")
     encodings = tokenizer.encode_batch(list(CHECK_TEXTS))
     ids = np.array([e.ids for e in encodings], dtype=np.int64)
     mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-    with torch.inference_mode():
-        expected_embeddings = embeddings(input_ids=torch.from_numpy(ids)).float()
-        expected = head(expected_embeddings, torch.from_numpy(mask)).numpy()
-    ours = np.asarray(layer(ids), dtype=np.float32)
-    layer_diff = float(np.abs(ours - expected_embeddings.numpy()).max())
+    module = model.get_submodule(path)
+    captured: list[Any] = []
+    hook = module.register_forward_hook(lambda _module, _args, output: captured.append(output))
+    try:
+        with torch.inference_mode():
+            pooled = _run(model, ids, mask, pooling)
+            alone = [_run(model, ids[k : k + 1, :n], mask[k : k + 1, :n], pooling) for k, n in enumerate(mask.sum(1))]
+    except UnsupportedModel:
+        raise
+    except _TORCH_ERRORS as exc:
+        raise UnsupportedModel(
+            f"model_type {model_type!r}: transformers' {type(model).__name__} fails on the check texts (a "
+            f"short, an empty and a long one, each alone and padded into one batch): {type(exc).__name__}: {exc}"
+        ) from None
+    finally:
+        hook.remove()
+    output = captured[0]
+    extra = 0
+    if isinstance(output, (tuple, list)):
+        output, rest = output[0], tuple(output[1:])
+        if any(item is not None for item in rest):
+            raise UnsupportedModel(
+                f"model_type {model_type!r}: its embedding module returns more than the embeddings "
+                f"({[type(item).__name__ for item in rest]}), which bertembed's layer does not compute"
+            )
+        extra = len(rest)
+    padding_diff = max(float(np.abs(pooled[k] - alone[k][0]).max()) for k in range(len(ids)))
+    # Relative to the vectors' largest component when above 1: float32 rounding grows with it.
+    if not padding_diff <= CHECK_ATOL * max(1.0, float(np.abs(pooled).max())):
+        raise UnsupportedModel(
+            f"model_type {model_type!r}: a text's embedding depends on the padding of its batch (it changes "
+            f"by {padding_diff:.3g} when the text is batched with longer ones): the padded tokens reach the "
+            "others, so sentence-transformers' own result depends on which texts share its batch, and the "
+            "service, which batches differently, cannot reproduce it"
+        )
+    return Reference(ids, mask, output.float().numpy(), pooled, extra)
+
+
+def _check(reference: Reference, layer: BertEmbeddings, path: Path, model_type: str) -> dict[str, float]:
+    """Largest differences on CHECK_TEXTS: bertembed's layer against the model's embedding module, and
+    ONNX Runtime (fed by the layer, as the service does) against the whole torch model; raise above CHECK_ATOL."""
+    ids, mask = reference.ids, reference.mask
+    ours = np.asarray(layer(ids, attention_mask=mask), dtype=np.float32)
+    layer_diff = float(np.abs(ours - reference.embeddings).max())
     if not layer_diff <= CHECK_ATOL:
         raise UnsupportedModel(
             f"bertembed's embedding layer differs from the model's embedding module by {layer_diff:.3g} "
@@ -186,10 +353,16 @@ def _check(
     options = ort.SessionOptions()
     options.log_severity_level = 3
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    (got,) = session.run(None, {"embeddings": ours, "attention_mask": mask})
-    diff = float(np.abs(got - expected).max())
+    feeds = {"embeddings": np.asarray(layer(ids), dtype=np.float32), "attention_mask": mask}
+    (got,) = session.run(None, feeds)
+    diff = float(np.abs(got - reference.pooled).max())
     if not diff <= CHECK_ATOL:
-        raise RuntimeError(f"{path}: ONNX Runtime differs from torch by {diff:.3g} (> {CHECK_ATOL})")
+        raise UnsupportedModel(
+            f"model_type {model_type!r}: {path} (transformers' model exported by torch's TorchScript "
+            f"exporter) differs from torch by {diff:.3g} (> {CHECK_ATOL}) on texts of other lengths than "
+            "the export's example: the family's forward has steps the exporter fixes at the traced shapes; "
+            "service.json not written"
+        )
     return {"max_abs_diff_layer_vs_torch": layer_diff, "max_abs_diff_vs_torch": diff}
 
 
@@ -271,16 +444,8 @@ def export(
     pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
 
     model = _load_model(transformer, verbose)
-    embeddings = model.embeddings
+    model_type = str(model_config.get("model_type"))
     reference_layer = BertEmbeddings.from_pretrained(transformer, table_dtype="float32")
-    head = EncoderHead(model, config.pooling).eval()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    encoder_path = out_dir / ENCODER_FILE
-    exported = _export_onnx(head, config.hidden_size)
-    optimized, fusions = optimize_encoder(
-        exported, num_heads=int(model.config.num_attention_heads), hidden_size=config.hidden_size
-    )
-    external = save_encoder(optimized, encoder_path)
     tokenizer = batch_tokenizer(
         transformer / "tokenizer.json",
         max_seq_length=config.max_seq_length,
@@ -288,11 +453,25 @@ def export(
         pad_id=pad_id,
         pad_token=pad_token,
     )
-    diffs = _check(embeddings, reference_layer, head, tokenizer, encoder_path)
+    path = embedding_path(model, model_config)
+    reference = _reference(model, path, config.pooling, tokenizer)
+    call = EmbeddingCall(path, reference_layer.zero_masked_rows, reference.extra_outputs)
+    head = EncoderHead(model, config.pooling, call).eval()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    encoder_path = out_dir / ENCODER_FILE
+    exported = _export_onnx(head, reference_layer.hidden_size)
+    optimized, fusions = optimize_encoder(
+        exported, num_heads=int(model.config.num_attention_heads), hidden_size=config.hidden_size
+    )
+    external = save_encoder(optimized, encoder_path)
+    diffs = _check(reference, reference_layer, encoder_path, model_type)
 
     place_tokenizer(transformer, out_dir / TOKENIZER_DIR)
     sentence = {**config.to_json(), "tokenizer_dir": TOKENIZER_DIR, "dimension": config.dimension}
     del sentence["transformer_dir"]
+    # The pipeline checks the embedding step's rows against sentence.hidden_size: the layer's
+    # width, the encoder's input (ELECTRA's embedding_size); the encoder's own width gives "dimension".
+    sentence["hidden_size"] = reference_layer.hidden_size
     service: dict[str, Any] = {
         "format": SERVICE_FORMAT,
         "name": service_name,

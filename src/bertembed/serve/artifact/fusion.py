@@ -124,10 +124,10 @@ def optimize_encoder(
     model = onnx.ModelProto.FromString(model.SerializeToString())
     rewrites = scale_as_div(model)
     options = FusionOptions("bert")
-    quiet = [logging.getLogger(name) for name in ("onnxruntime.transformers", "fusion_base", "onnx_model")]
-    levels = [log.level for log in quiet]
-    for log in quiet:
-        log.setLevel(logging.ERROR)
+    # The optimizer's modules log under their own names (fusion_*, onnx_model, ...), warning about
+    # every pattern a family's graph does not match: quiet below ERROR while it runs.
+    disabled = logging.root.manager.disable
+    logging.disable(max(disabled, logging.WARNING))
     try:
         optimized = optimizer.optimize_model(
             model,
@@ -139,8 +139,7 @@ def optimize_encoder(
             use_gpu=False,
         )
     finally:
-        for log, level in zip(quiet, levels, strict=True):
-            log.setLevel(level)
+        logging.disable(disabled)
     drop_unused(optimized.model)
     stats = optimized.get_fused_operator_statistics()
     fused = {op: int(stats.get(op, 0)) for op in FUSED_OPS if stats.get(op, 0)}

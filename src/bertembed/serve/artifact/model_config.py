@@ -64,6 +64,9 @@ _KWARG_KEYS = ("model_args", "model_kwargs", "config_args", "config_kwargs", "pr
 _TOKENIZER_KWARG_KEYS = ("tokenizer_args", "processor_kwargs")
 #: Keys of sentence_bert_config.json that this service reads.
 _TRANSFORMER_KEYS = {"max_seq_length", "do_lower_case"}
+#: The names config.json gives the encoder's width (its token embeddings'), first found wins:
+#: ``hidden_size``, DistilBERT's ``dim``, Funnel's ``d_model``.
+_WIDTH_KEYS = ("hidden_size", "dim", "d_model")
 
 
 class UnsupportedModel(ValueError):
@@ -308,9 +311,10 @@ def _check_encoder_config(path: Path) -> tuple[int, int]:
         raise UnsupportedModel(str(exc)) from None
     if config.get("is_decoder", False):
         raise UnsupportedModel(f"{path}: is_decoder is true; a sentence encoder is bidirectional")
-    hidden = config.get("hidden_size", config.get("dim"))
+    key = next((k for k in _WIDTH_KEYS if config.get(k) is not None), _WIDTH_KEYS[0])
+    hidden = config.get(key)
     if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 1:
-        raise UnsupportedModel(f"{path}: hidden_size must be a positive integer, got {hidden!r}")
+        raise UnsupportedModel(f"{path}: {key} must be a positive integer, got {hidden!r}")
     positions = int(config.get("max_position_embeddings", 512))
     if spec.position_rule == PADDING and spec.padding_idx is not None:
         positions -= spec.padding_idx + 1
