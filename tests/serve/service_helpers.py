@@ -70,6 +70,13 @@ def load_benchmark(name: str) -> ModuleType:
     return module
 
 
+def _limit_files(nofile: int) -> None:
+    """In the server's process, before it starts: at most `nofile` open files (``ulimit -n``)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -79,7 +86,10 @@ def free_port() -> int:
 class Server:
     """``bertembed serve`` in its own process group; ``stop()`` kills the whole group."""
 
-    def __init__(self, out_dir: Path, log_path: Path, **env: str) -> None:
+    def __init__(
+        self, out_dir: Path, log_path: Path, *, workers: int = WORKERS, nofile: int | None = None, **env: str
+    ) -> None:
+        self.worker_count = workers
         self.out_dir = out_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -101,12 +111,13 @@ class Server:
                     "--port",
                     str(self.port),
                     "--workers",
-                    str(WORKERS),
+                    str(workers),
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                preexec_fn=None if nofile is None else lambda: _limit_files(nofile),
             )
 
     @property
@@ -144,7 +155,7 @@ class Server:
             except httpx.HTTPError:
                 pass
             live = set(self.workers()) - exclude
-            if len(live) == WORKERS and live <= seen:
+            if len(live) == self.worker_count and live <= seen:
                 return live
             time.sleep(0.05)
         pytest.fail(f"workers not ready within {timeout} s (answered: {sorted(seen)}):\n{self.log()}")
@@ -176,9 +187,11 @@ class Server:
                 pass
 
 
-def serve(out_dir: Path, log_name: str, **env: str) -> Iterator[Server]:
+def serve(
+    out_dir: Path, log_name: str, *, workers: int = WORKERS, nofile: int | None = None, **env: str
+) -> Iterator[Server]:
     """A running service for a fixture; after it, its log holds no traceback."""
-    running = Server(out_dir, out_dir.parent / log_name, **env)
+    running = Server(out_dir, out_dir.parent / log_name, workers=workers, nofile=nofile, **env)
     try:
         running.wait_ready()
         yield running

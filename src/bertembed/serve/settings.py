@@ -247,7 +247,12 @@ def read(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def default_max_connections() -> int:
-    """Half the soft open-file limit, at most 1024 (the rest is for the worker's own files and the encoder)."""
+    """A quarter of the soft open-file limit, at most 1024.
+
+    The rest covers the worker's own files and the connections accepted in
+    one burst before the oldest idle ones are closed (see
+    :mod:`bertembed.serve.server.worker`).
+    """
     try:
         import resource
 
@@ -256,7 +261,7 @@ def default_max_connections() -> int:
         return 1024
     if soft == getattr(resource, "RLIM_INFINITY", -1) or soft <= 0:
         return 1024
-    return max(8, min(1024, soft // 2))
+    return max(8, min(1024, soft // 4))
 
 
 def environment(values: Mapping[str, Any]) -> dict[str, str]:

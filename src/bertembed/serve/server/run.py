@@ -20,6 +20,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from .worker import ACCEPT_BACKLOG
+
 #: The app factory gunicorn imports in the master.
 APP = "bertembed.serve.server.app:create_app()"
 #: gunicorn's own settings: seconds before a silent worker is killed, and given to finish on SIGTERM
@@ -52,6 +54,8 @@ def gunicorn_argv(out_dir: str | os.PathLike[str], *, host: str, port: int, work
         str(WORKER_TIMEOUT),
         "--graceful-timeout",
         str(GRACEFUL_TIMEOUT),
+        "--backlog",
+        str(ACCEPT_BACKLOG),
         "--no-control-socket",
     ]
 

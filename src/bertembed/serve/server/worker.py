@@ -4,16 +4,18 @@ uvicorn bounds idle keep-alive connections but not a connection that never
 finishes its headers (a slowloris client) nor one that never sends a byte:
 :class:`GuardedH11Protocol` closes a connection whose request headers are
 not complete ``header_timeout_s`` after its first byte (or after the
-connection opened, or the previous answer). The number of open connections
-per worker is bounded by uvicorn's ``limit_concurrency`` (503 beyond), set
-below the open-file limit so that running out of descriptors gives refusals,
-not a flood of ``accept()`` errors. ``X-Forwarded-For`` is trusted only
+connection opened), and one whose client stops reading its answer for
+``send_timeout_s``. The open connections per worker are bounded by
+``max_connections``, below the open-file limit: at the bound, a new connection closes the oldest one that has not
+sent a whole request, so idle or slow connections cannot keep new clients
+out, and the worker never runs out of descriptors. ``X-Forwarded-For`` is trusted only
 from the proxies ``forwarded_allow_ips`` names (none by default).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, ClassVar
 
 import h11
@@ -23,17 +25,38 @@ from uvicorn_worker import UvicornWorker
 from .. import settings
 
 _VALUES = settings.read()
+#: The listen backlog: also how many connections asyncio accepts in one go.
+ACCEPT_BACKLOG = 512
+logger = logging.getLogger("uvicorn.error")
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose request headers take too long."""
+    """uvicorn's h11 protocol with bounds on what a client can hold (see the module doc)."""
 
     header_timeout: float = float(_VALUES["header_timeout_s"])
+    send_timeout: float = float(_VALUES["send_timeout_s"])
+    max_connections: int = int(_VALUES["max_connections"] or settings.default_max_connections())
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._opened = self.loop.time()
         self._header_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
         self._arm_header_timer()
+        self._make_room()
+
+    def _make_room(self) -> None:
+        """At the connection limit, close the oldest connection that has not sent a whole request (else this one).
+
+        A flood of idle or slow connections then cannot keep a new client
+        out, and the worker never runs out of file descriptors.
+        """
+        closing = sum(1 for c in self.connections if c.transport is not None and c.transport.is_closing())
+        if len(self.connections) - closing <= self.max_connections:
+            return
+        idle: list[GuardedH11Protocol] = [c for c in self.connections if c is not self and _idle(c)]  # type: ignore[misc]
+        victim = min(idle, key=lambda c: c._opened) if idle else self
+        victim.transport.close()
 
     def _arm_header_timer(self) -> None:
         if self._header_timer is None:
@@ -57,18 +80,66 @@ class GuardedH11Protocol(H11Protocol):
         if self.conn.their_state is not h11.IDLE:
             self._disarm_header_timer()
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        # The next request's headers are timed from its first byte (the keep-alive timer covers the wait).
+    def pause_writing(self) -> None:
+        """The client stopped reading: its answer may wait `send_timeout` seconds, then the connection drops."""
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.send_timeout, self._write_timeout)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_timeout(self) -> None:
+        self._write_timer = None
+        self.transport.abort()  # the unread answer is dropped with the connection
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
         super().connection_lost(exc)
+
+
+def _idle(connection: Any) -> bool:
+    """Whether a connection has no request in progress: none received, or its answer sent."""
+    if not isinstance(connection, GuardedH11Protocol) or connection.conn.their_state is not h11.IDLE:
+        return False
+    if connection.transport is None or connection.transport.is_closing():
+        return False  # already being let go
+    return connection.cycle is None or bool(connection.cycle.response_complete)
 
 
 def _forwarded(value: str) -> Any:
     ips = [ip.strip() for ip in value.split(",") if ip.strip()]
     return ips or None
+
+
+class _QuietAcceptErrors:
+    """The event loop's exception handler, with "out of system resource" reported once a minute.
+
+    asyncio logs every ``accept()`` that fails for lack of descriptors, up
+    to the listen backlog's number of times per try, once a second; the
+    server keeps working (it closes idle connections), so one line a minute
+    with a count says enough.
+    """
+
+    def __init__(self, every: float = 60.0) -> None:
+        self.every, self.last, self.count = every, float("-inf"), 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if "out of system resource" not in str(context.get("message", "")):
+            loop.default_exception_handler(context)
+            return
+        self.count += 1
+        now = loop.time()
+        if now - self.last >= self.every:
+            exc = context.get("exception")
+            logger.error("accept() failed %d time(s) for lack of file descriptors (%s)", self.count, exc)
+            self.last, self.count = now, 0
 
 
 class BertembedWorker(UvicornWorker):
@@ -79,8 +150,16 @@ class BertembedWorker(UvicornWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         values = settings.read()
-        self.config.limit_concurrency = values["max_connections"] or settings.default_max_connections()
+        # Connections are bounded by GuardedH11Protocol (it closes the oldest idle one), requests by the app
+        # (429): uvicorn's own limit would answer 503 while a closed connection is still being let go.
+        self.config.limit_concurrency = None
         self.config.timeout_keep_alive = int(values["keep_alive_s"])
         forwarded = _forwarded(values["forwarded_allow_ips"])
         self.config.proxy_headers = forwarded is not None
         self.config.forwarded_allow_ips = forwarded or []
+        # Connections accepted in one burst (asyncio accepts up to the backlog per try).
+        self.config.backlog = min(self.config.backlog, ACCEPT_BACKLOG)
+
+    async def _serve(self) -> None:
+        asyncio.get_running_loop().set_exception_handler(_QuietAcceptErrors())
+        await super()._serve()
