@@ -3,7 +3,7 @@
 # generated from Text Embeddings Inference's OpenAPI schema, and print its
 # Python. It pins httpx < 0.26, which the service's other clients cannot use,
 # so it gets an environment of its own; the service's tests run it there
-# (tests/examples/test_service_clients.py reads BERTEMBED_TEI_CLIENT_PYTHON).
+# (tests/serve/test_service_clients.py reads BERTEMBED_TEI_CLIENT_PYTHON).
 #
 #   export BERTEMBED_TEI_CLIENT_PYTHON="$(bash .ci/tei-client.sh)"
 set -euo pipefail

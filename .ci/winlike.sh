@@ -15,7 +15,7 @@
 # (docstrings and pages), and the kernel-runtime tests
 # that depend on the OS (CPUs, fork, threads, pool, the big table, leaks).
 # Not here: the numeric tests (the same on every OS), tests/fuzz/ and
-# tests/examples/ (their POSIX-only parts are listed in docs/building.rst).
+# tests/examples/ and tests/serve/ (the server runs gunicorn: POSIX only; see docs/building.rst).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/.."
