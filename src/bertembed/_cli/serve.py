@@ -18,15 +18,8 @@ from .common import CLIError, positive_int
 
 #: The packages ``bertembed serve`` runs on (the ``serve`` extra).
 NEEDED = ("gunicorn", "uvicorn", "uvicorn_worker", "starlette", "orjson", "onnxruntime", "tokenizers")
-#: What each option sets for the app (environment variables of bertembed.serve.server.app).
-SETTINGS = {
-    "threads": "SERVICE_THREADS",
-    "max_batch_tokens": "SERVICE_MAX_BATCH_TOKENS",
-    "max_wait_ms": "SERVICE_MAX_WAIT_MS",
-    "max_request_tokens": "SERVICE_MAX_REQUEST_TOKENS",
-    "batch_size": "SERVICE_BATCH_SIZE",
-    "api_key": "BERTEMBED_API_KEY",
-}
+#: The environment variable that carries the API key to the workers (never on a command line).
+API_KEY_ENV = "BERTEMBED_API_KEY"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -44,11 +37,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
             check_artifact(args.out_dir)
         except ArtifactError as exc:
             raise CLIError(str(exc)) from None
-    settings = {env: str(value) for key, env in SETTINGS.items() if (value := getattr(args, key)) is not None}
-    if args.api_key is not None and not args.api_key:
-        raise CLIError("--api-key is empty")
-    serve(args.out_dir, host=args.host, port=args.port, workers=args.workers, settings=settings)
+    from ..serve import settings
+
+    given = {s.name: getattr(args, s.name) for s in settings.SETTINGS if s.option}
+    environment = settings.environment(given)
+    if args.api_key is not None:
+        if not args.api_key:
+            raise CLIError("--api-key is empty")
+        environment[API_KEY_ENV] = args.api_key
+    serve(args.out_dir, host=args.host, port=args.port, workers=args.workers, settings=environment)
     return 0  # pragma: no cover - serve() replaces this process
+
+
+def _default(setting: object) -> str:
+    value = getattr(setting, "default", None)
+    return "computed" if value is None else "none" if value == "" else str(value)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -69,16 +72,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--api-key",
-        default=os.environ.get("BERTEMBED_API_KEY"),
+        default=os.environ.get(API_KEY_ENV),
         metavar="KEY",
         help="require 'Authorization: Bearer KEY' on every route but /health, /healthz and /ping "
-        "(default: $BERTEMBED_API_KEY; none: no key)",
+        f"(default: ${API_KEY_ENV}; none: no key)",
     )
-    p.add_argument("--threads", type=positive_int, help="ONNX Runtime threads per worker (default: cores / workers)")
-    p.add_argument("--batch-size", type=positive_int, help="most texts in one encoder call (default 32)")
-    p.add_argument("--max-batch-tokens", type=positive_int, help="most padded tokens in one encoder call")
-    p.add_argument("--max-request-tokens", type=positive_int, help="most tokens in one request")
-    p.add_argument("--max-wait-ms", type=float, help="how long the batcher may wait for more requests")
+    from ..serve import settings
+
+    limits = p.add_argument_group("limits and tuning (each also an environment variable, listed in GET /info)")
+    for setting in settings.SETTINGS:
+        if setting.option:
+            limits.add_argument(
+                setting.flag,
+                type=setting.kind if setting.kind is not bool else None,
+                metavar="N" if setting.kind in (int, float) else "VALUE",
+                help=f"{setting.meaning} ({setting.env}; default {_default(setting)})",
+            )
     p.add_argument(
         "--no-check",
         action="store_true",

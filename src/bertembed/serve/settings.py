@@ -113,7 +113,8 @@ SETTINGS: tuple[Setting, ...] = (
         "max_connections",
         "SERVICE_MAX_CONNECTIONS",
         None,
-        "open connections in a worker before new ones get 503 (default: half the open-file limit, at most 1024)",
+        "open connections in a worker; beyond, a new one closes the oldest with no request in progress "
+        "(default: a quarter of the open-file limit, at most 1024)",
         option=True,
     ),
     Setting(
