@@ -232,3 +232,34 @@ def test_a_hub_id_gets_the_download_command() -> None:
         match=r"^org/no-such-model: no such directory; .*: hf download org/no-such-model --local-dir ./no-such-model$",
     ):
         st_config.read_sentence_config("org/no-such-model")
+
+
+def test_the_settings_table_in_the_docs_is_the_declared_one() -> None:
+    """docs/serve.md shows exactly the table bertembed.serve.settings prints (one declaration)."""
+    from helpers.paths import ROOT
+
+    from bertembed.serve import settings
+
+    page = ROOT / "docs" / "serve.md"
+    if not page.is_file():
+        pytest.skip("docs/ is not in this checkout")
+    text = page.read_text(encoding="utf-8")
+    shown = text.split("<!-- settings-table -->\n", 1)[1].split("\n<!-- /settings-table -->", 1)[0]
+    assert shown == settings.table()
+
+
+def test_settings_parse_and_refuse() -> None:
+    from bertembed.serve import settings
+
+    values = settings.read({"SERVICE_MAX_BATCH": "32", "SERVICE_MAX_WAIT_MS": "0", "SERVICE_ACCESS_LOG": "off"})
+    assert (values["max_batch"], values["max_wait_ms"], values["access_log"]) == (32, 0.0, False)
+    assert values["max_body_bytes"] == settings.BY_NAME["max_body_bytes"].default
+    with pytest.raises(ValueError, match=r"^SERVICE_MAX_BATCH='0': must be positive$"):
+        settings.read({"SERVICE_MAX_BATCH": "0"})
+    with pytest.raises(ValueError, match=r"^SERVICE_BODY_TIMEOUT_S='soon': expected float$"):
+        settings.read({"SERVICE_BODY_TIMEOUT_S": "soon"})
+    assert settings.environment({"max_batch": 8, "metrics_open": True, "threads": None}) == {
+        "SERVICE_MAX_BATCH": "8",
+        "SERVICE_METRICS_OPEN": "1",
+    }
+    assert 8 <= settings.default_max_connections() <= 1024

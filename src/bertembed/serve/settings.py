@@ -75,10 +75,11 @@ SETTINGS: tuple[Setting, ...] = (
         "max_wait_ms",
         "SERVICE_MAX_WAIT_MS",
         2.0,
-        "how long a free batcher waits for more requests",
+        "how long a free batcher waits for more requests (0: not at all)",
         option=True,
         limit=False,
         kind=float,
+        zero=True,
     ),
     Setting("max_batch", "SERVICE_MAX_BATCH", 2048, "most inputs in one request (OpenAI's limit)", option=True),
     Setting(
