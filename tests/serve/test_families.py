@@ -51,6 +51,7 @@ pytest.importorskip(
 
 import family_models  # noqa: E402
 import onnx  # noqa: E402
+from helpers.paths import ROOT  # noqa: E402
 from service_helpers import MIN_COSINE, cosines, serve  # noqa: E402
 
 from bertembed._cli import main  # noqa: E402
@@ -251,3 +252,18 @@ def test_real_all_mpnet_base_v2_served_over_http(
         f"fused {', '.join(f'{n} {op}' for op, n in fused.items())}; export {exported:.0f} s, "
         f"all {time.perf_counter() - started:.0f} s"
     )
+
+
+def test_the_docs_families_table_has_a_test_for_each_row() -> None:
+    """docs/checkpoints.rst's "Served by bertembed serve" table: every family it says is served is a case of
+    this module, and every family it says is refused is refused here."""
+    page = ROOT / "docs" / "checkpoints.rst"
+    if not page.is_file():
+        pytest.skip("docs/ is not in this checkout")
+    text = page.read_text(encoding="utf-8")
+    table = text.split("Served by ``bertembed serve``", 1)[1].split("\nRefused\n", 1)[0]
+    rows = re.findall(r"^   \* - (.+)\n     - (.+)$", table, flags=re.MULTILINE)
+    served = {name for name, what in rows if what == "yes"}
+    refused = {n.strip() for names, what in rows if what.startswith("refused") for n in names.split(",")}
+    assert served == set(FAMILIES)
+    assert refused == set(family_models.REFUSED)
