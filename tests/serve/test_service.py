@@ -444,7 +444,7 @@ BAD_BODIES = {
     "texts null": (b'{"texts": null}', 422, r"^'texts' must be an array of strings, got null$"),
     "a number in texts": (b'{"texts": ["a", 3]}', 422, r"^texts\[1\] is a number, not a string$"),
     "a list in texts": (b'{"texts": [["a"]]}', 422, r"^texts\[0\] is an array, not a string$"),
-    "empty list": (b'{"texts": []}', 422, r"^'texts' is empty: send at least one text$"),
+    "empty list": (b'{"texts": []}', 400, r"^'texts' is empty: send at least one text$"),  # TEI: Empty is 400
     "too many texts": (
         json.dumps({"texts": ["a"] * (MAX_BATCH + 1)}).encode(),
         422,

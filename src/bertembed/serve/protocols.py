@@ -14,6 +14,15 @@ error body needs:
   "dimensions", "user"}``; errors are
   ``{"error": {"message", "type", "param", "code"}}``.
 
+Every refusal is a 4xx :class:`BadRequest`, whatever the body: JSON is read
+strictly (:func:`parse_json`: UTF-8 only, a leading byte-order mark ignored;
+``NaN`` and ``Infinity``, a key twice in one object, an integer of more
+digits than Python reads, or nesting deeper than it recurses are 400s), a
+body whose ``Content-Type`` is not JSON is a 415 (:func:`check_content_type`),
+an empty input is TEI's ``Empty`` 400, and a message quotes a client's
+value only shortened and escaped (:func:`show`), so that every error body
+can be written.
+
 One choice of this service's is a request header, on every route, so that
 the bodies stay exactly each protocol's (OpenAI refuses unknown body fields;
 other servers ignore unknown headers): :data:`UNKNOWN_HEADER`, what a trimmed
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -57,6 +67,19 @@ UNKNOWN_HEADER = "X-Bertembed-Unknown"
 UNKNOWN_VALUES = ("error", "unk")
 #: Uncovered inputs a ``token_not_kept`` message names one by one (the others are counted).
 LISTED_UNCOVERED = 10
+#: Media types taken as JSON besides ``application/json`` and ``*/*+json``: what clients send when
+#: they are not told (curl's ``-d``, wget's ``--post-data``, Python's urllib and PowerShell send
+#: form-urlencoded; a browser's ``fetch`` with a string body sends text/plain). The body must be
+#: JSON all the same.
+JSON_ALIKE = ("application/x-www-form-urlencoded", "text/plain")
+#: Digits an integer of a body may have when the interpreter sets no limit of its own (Python's
+#: default; reading a longer one costs time quadratic in its length).
+MAX_INT_DIGITS = 4300
+#: Characters of an error message (and of OpenAI's ``param``): the rest is cut.
+MAX_MESSAGE = 4000
+MAX_PARAM = 100
+#: Characters of a client's string quoted in a message.
+SHOWN_CHARS = 60
 
 
 class BadRequest(Exception):
@@ -72,6 +95,12 @@ class BadRequest(Exception):
         TEI's kind, one of :data:`TEI_ERROR_TYPES`.
     param, code : str, optional
         OpenAI's ``param`` (the field at fault) and ``code``.
+
+    The message and ``param`` are made writable whatever they quote: an
+    unpaired surrogate is escaped (``\\ud800``), and a message longer than
+    :data:`MAX_MESSAGE` characters is cut. TEI answers its kind ``Empty``
+    with 400, so ``error_type="Empty"`` with another status is a
+    programming error (:class:`ValueError`), like a kind TEI does not have.
     """
 
     def __init__(
@@ -85,9 +114,24 @@ class BadRequest(Exception):
     ) -> None:
         if error_type not in TEI_ERROR_TYPES:
             raise ValueError(f"error_type {error_type!r} is not one of TEI's {TEI_ERROR_TYPES}")
+        if error_type == "Empty" and status != 400:
+            raise ValueError(f"TEI answers error_type 'Empty' with 400, not {status}")
+        message = _writable(message, MAX_MESSAGE)
         super().__init__(message)
         self.status, self.message = status, message
-        self.error_type, self.param, self.code = error_type, param, code
+        self.error_type, self.code = error_type, code
+        self.param = None if param is None else _writable(param, MAX_PARAM)
+
+
+def _writable(text: str, limit: int) -> str:
+    """``text`` with unpaired surrogates escaped (UTF-8 can write it) and cut to ``limit`` characters."""
+    if len(text) > limit:
+        text = f"{text[: limit - 40]}... ({len(text) - limit + 40} more characters)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 @dataclass
@@ -136,30 +180,106 @@ def json_type(value: Any) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
+def show(value: Any) -> str:
+    """A client's value as a message quotes it: a string (repr, its first :data:`SHOWN_CHARS`
+    characters), an integer of up to 30 digits, true, false or null as themselves; anything else by
+    its JSON type (an array is not printed: it may be large or nested deeply).
+
+    Examples
+    --------
+    >>> show("Up"), show(-3), show(10**40), show(True), show([1, [2]]), show(1.5)
+    ("'Up'", '-3', 'an integer of 41 digits', 'true', 'an array', 'a number')
+    """
+    if isinstance(value, str):
+        if len(value) <= SHOWN_CHARS:
+            return repr(value)
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        digits = len(str(abs(value)))
+        return str(value) if digits <= 30 else f"an integer of {digits} digits"
+    return json_type(value)
+
+
+def _show_names(names: list[str]) -> str:
+    """Field names as a list: ``['foo', 'bar']`` (the first ten; the others counted)."""
+    shown = ", ".join(show(name) for name in names[:10])
+    return f"[{shown}{f', and {len(names) - 10} more' if len(names) > 10 else ''}]"
+
+
+def _no_constant(name: str) -> Any:
+    raise BadRequest(400, f"body is not valid JSON: {name} is not a JSON value (JSON numbers are finite)")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise BadRequest(400, f"body has the key {show(key)} twice in one object: which one counts is unclear")
+            seen.add(key)
+    return obj
+
+
+def _bounded_int(digits: str) -> int:
+    """An integer of the body, where the interpreter sets no limit on the digits it reads."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer has more than {MAX_INT_DIGITS} digits")
+    return int(digits)
+
+
 def parse_json(body: bytes) -> Any:
-    """The body as JSON, or :class:`BadRequest` (400).
+    """The body as JSON, read strictly, or :class:`BadRequest` (400).
+
+    The body must be UTF-8 (RFC 8259's rule; a leading byte-order mark is
+    ignored, as it allows). What Python's reader would take but JSON has
+    not is refused: ``NaN``, ``Infinity`` and ``-Infinity``. So are a key
+    twice in one object (which one counts differs from reader to reader:
+    TEI's refuses it, Python's keeps the last), an integer of more digits
+    than Python converts (4300 by default: ``sys.get_int_max_str_digits``),
+    and nesting deeper than Python's reader recurses.
 
     Examples
     --------
     >>> parse_json(b'{"texts": ["a"]}')
     {'texts': ['a']}
+    >>> parse_json(b'{"inputs": NaN}')
+    Traceback (most recent call last):
+    ...
+    bertembed.serve.protocols.BadRequest: body is not valid JSON: NaN is not a JSON value (JSON numbers are finite)
     """
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
     try:
-        return json.loads(body)
+        text = body.decode("utf-8")
+        return json.loads(
+            text[1:] if text.startswith("\ufeff") else text,
+            parse_constant=_no_constant,
+            object_pairs_hook=_object,
+            parse_int=None if limit else _bounded_int,
+        )
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest(400, f"body is not valid JSON: {exc}") from None
     except RecursionError:
         raise BadRequest(400, "body is not valid JSON: nested too deeply") from None
+    except ValueError:  # an integer too long to convert (the interpreter's limit, or ours)
+        raise BadRequest(
+            400, f"body has an integer of more than {limit or MAX_INT_DIGITS} digits: no field takes one"
+        ) from None
 
 
-def _check_text(name: str, index: int, text: Any) -> str:
+def _check_text(name: str, index: int, text: Any, status: int = 422, *, indexed: bool = True) -> str:
+    label = f"{name}[{index}]" if indexed else f"'{name}'"
     if not isinstance(text, str):
-        raise BadRequest(422, f"{name}[{index}] is {json_type(text)}, not a string", param=name)
+        raise BadRequest(status, f"{label} is {json_type(text)}, not a string", param=name)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise BadRequest(
-            422, f"{name}[{index}] is not valid Unicode: unpaired surrogate at character {exc.start}", param=name
+            status, f"{label} is not valid Unicode: unpaired surrogate at character {exc.start}", param=name
         ) from None
     return text
 
@@ -170,7 +290,7 @@ def _is_int(value: Any) -> bool:
 
 def _check_ids(name: str, ids: list[Any], label: str) -> list[int]:
     if not ids:
-        raise BadRequest(422, f"{label} is an empty list of token ids", error_type="Empty", param=name)
+        raise BadRequest(400, f"{label} is an empty list of token ids", error_type="Empty", param=name)
     for k, value in enumerate(ids):
         if not _is_int(value):
             raise BadRequest(422, f"{label}[{k}] is {json_type(value)}, not a token id", param=name)
@@ -194,7 +314,7 @@ def parse_inputs(name: str, value: Any, max_batch: int) -> tuple[list[str] | Non
             422, f"'{name}' must be a string or an array of strings or token ids, got {json_type(value)}", param=name
         )
     if not value:
-        raise BadRequest(422, f"'{name}' is empty: send at least one input", error_type="Empty", param=name)
+        raise BadRequest(400, f"'{name}' is empty: send at least one input", error_type="Empty", param=name)
     if all(_is_int(v) for v in value):  # one list of token ids
         return None, [_check_ids(name, value, name)]
     if len(value) > max_batch:
@@ -220,19 +340,30 @@ def check_token_ids(name: str, ids: list[list[int]], vocab_size: int) -> None:
         if bad is not None:
             raise BadRequest(
                 422,
-                f"{name}[{k}][{bad}] = {row[bad]} is not a token id of this model (0 to {vocab_size - 1})",
+                f"{name}[{k}][{bad}] = {show(row[bad])} is not a token id of this model (0 to {vocab_size - 1})",
                 error_type="Tokenizer",
                 param=name,
             )
 
 
-def _optional(data: dict[str, Any], key: str, kind: type, label: str) -> Any:
+def _optional(data: dict[str, Any], key: str, kind: type, label: str, status: int = 422) -> Any:
+    """``data[key]`` if it is a ``kind``; None if absent or null; else :class:`BadRequest`."""
     value = data.get(key)
     if value is None:
         return None
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise BadRequest(422, f"'{key}' must be {label}, got {json_type(value)}", param=key)
+        raise BadRequest(status, f"'{key}' must be {label}, got {json_type(value)}", param=key)
+    if kind is str:
+        _check_text(key, 0, value, status, indexed=False)
     return value
+
+
+def _dimensions(data: dict[str, Any], status: int) -> int | None:
+    """``dimensions``: absent, null, or a positive integer."""
+    dimensions = data.get("dimensions")
+    if dimensions is not None and (not _is_int(dimensions) or dimensions < 1):
+        raise BadRequest(status, f"'dimensions' must be a positive integer, got {show(dimensions)}", param="dimensions")
+    return dimensions
 
 
 def parse_embed_body(body: bytes, max_batch: int) -> EmbedRequest:
@@ -254,27 +385,29 @@ def parse_embed_body(body: bytes, max_batch: int) -> EmbedRequest:
     if "texts" in data:
         unknown = sorted(set(data) - {"texts"})
         if unknown:
-            raise BadRequest(422, f"unknown field(s) {unknown}: a body with 'texts' has no other field")
+            raise BadRequest(422, f"unknown field(s) {_show_names(unknown)}: a body with 'texts' has no other field")
         texts = data["texts"]
         if not isinstance(texts, list):
             raise BadRequest(422, f"'texts' must be an array of strings, got {json_type(texts)}")
         if not texts:
-            raise BadRequest(422, "'texts' is empty: send at least one text", error_type="Empty")
+            raise BadRequest(400, "'texts' is empty: send at least one text", error_type="Empty")
         if len(texts) > max_batch:
             raise BadRequest(422, f"'texts' has {len(texts)} texts, more than the limit of {max_batch} per request")
         return EmbedRequest("texts", texts=[_check_text("texts", k, t) for k, t in enumerate(texts)])
     unknown = sorted(set(data) - set(TEI_FIELDS))
     if unknown:
         raise BadRequest(
-            422, f'unknown field(s) {unknown}: send {{"texts": [...]}} or {{"inputs": ...}} with {list(TEI_FIELDS)}'
+            422,
+            f'unknown field(s) {_show_names(unknown)}: send {{"texts": [...]}} or {{"inputs": ...}} '
+            f"with {list(TEI_FIELDS)}",
         )
     if "inputs" not in data:
         raise BadRequest(422, '\'inputs\' is missing: send {"inputs": "..."} or {"texts": ["...", ...]}')
     texts, ids = parse_inputs("inputs", data["inputs"], max_batch)
     direction = _optional(data, "truncation_direction", str, "'Right' or 'Left'")
     if direction is not None and direction.lower() not in ("right", "left"):
-        raise BadRequest(422, f"'truncation_direction' must be 'Right' or 'Left', got {direction!r}")
-    dimensions = _optional(data, "dimensions", int, "a positive integer")
+        raise BadRequest(422, f"'truncation_direction' must be 'Right' or 'Left', got {show(direction)}")
+    dimensions = _dimensions(data, 422)
     return EmbedRequest(
         "tei",
         texts=texts,
@@ -301,25 +434,25 @@ def parse_openai_body(body: bytes, max_batch: int) -> EmbedRequest:
         raise BadRequest(400, f'body must be a JSON object {{"input": ..., "model": ...}}, got {json_type(data)}')
     unknown = sorted(set(data) - set(OPENAI_FIELDS))
     if unknown:
-        raise BadRequest(400, f"Unrecognized request argument(s) supplied: {unknown}", param=unknown[0])
+        raise BadRequest(400, f"Unrecognized request argument(s) supplied: {_show_names(unknown)}", param=unknown[0])
     for key in ("input", "model"):
         if key not in data:
             raise BadRequest(400, f"'{key}' is a required property", param=key)
     if not isinstance(data["model"], str):
         raise BadRequest(400, f"'model' must be a string, got {json_type(data['model'])}", param="model")
+    _check_text("model", 0, data["model"], 400, indexed=False)
     try:
         texts, ids = parse_inputs("input", data["input"], max_batch)
     except BadRequest as exc:
         exc.status = 400
         raise
-    encoding = data.get("encoding_format") or "float"
-    if encoding not in ENCODING_FORMATS:
+    encoding = data.get("encoding_format", "float")  # null is not a format either (OpenAI's schema: a string)
+    if not isinstance(encoding, str) or encoding not in ENCODING_FORMATS:
         raise BadRequest(
-            400, f"'encoding_format' must be 'float' or 'base64', got {encoding!r}", param="encoding_format"
+            400, f"'encoding_format' must be 'float' or 'base64', got {show(encoding)}", param="encoding_format"
         )
-    dimensions = data.get("dimensions")
-    if dimensions is not None and (not _is_int(dimensions) or dimensions < 1):
-        raise BadRequest(400, f"'dimensions' must be a positive integer, got {dimensions!r}", param="dimensions")
+    dimensions = _dimensions(data, 400)
+    _optional(data, "user", str, "a string", 400)
     return EmbedRequest(
         "openai", texts=texts, ids=ids, model=data["model"], encoding_format=encoding, dimensions=dimensions
     )
@@ -340,9 +473,44 @@ def parse_unknown_header(value: str | None, shape: str) -> str | None:
     if choice not in UNKNOWN_VALUES:
         raise BadRequest(
             400 if shape == "openai" else 422,
-            f"header {UNKNOWN_HEADER} must be 'error' or 'unk', got {value!r}",
+            f"header {UNKNOWN_HEADER} must be 'error' or 'unk', got {show(value)}",
         )
     return choice
+
+
+def check_content_type(value: str | None) -> None:
+    """A request's ``Content-Type`` says its body is JSON, or may be; else :class:`BadRequest` (415).
+
+    Taken: none at all, ``application/json`` and any ``*/*+json`` (TEI's
+    server takes these two), and :data:`JSON_ALIKE`, what clients send when
+    they are not told: ``curl -d '{...}'`` (the documentation's commands)
+    sends ``application/x-www-form-urlencoded``, a browser's ``fetch`` with a
+    string body ``text/plain``. Parameters (``charset=...``) are not
+    looked at: the body is read as UTF-8 JSON all the same. Refused: every
+    other type (``multipart/form-data``, ``application/xml``,
+    ``application/octet-stream``, ...), whose body is not JSON.
+
+    Examples
+    --------
+    >>> check_content_type("application/json; charset=utf-8"), check_content_type(None)
+    (None, None)
+    >>> try:
+    ...     check_content_type("multipart/form-data; boundary=x")
+    ... except BadRequest as exc:
+    ...     print(exc.status, exc.message.partition(": send")[0])
+    415 Content-Type 'multipart/form-data; boundary=x' is not JSON
+    """
+    if value is None:
+        return
+    media = value.split(";", 1)[0].strip().lower()
+    if not media or media == "application/json" or media in JSON_ALIKE:
+        return
+    kind, slash, subtype = media.partition("/")
+    if kind and slash and subtype.endswith("+json") and "/" not in subtype:
+        return
+    raise BadRequest(
+        415, f"Content-Type {show(value)} is not JSON: send the JSON body with 'Content-Type: application/json'"
+    )
 
 
 class UncoveredInput(Protocol):
@@ -409,6 +577,12 @@ def check_dimensions(request: EmbedRequest, full: int, trained: list[int], model
     wanted = request.dimensions
     if wanted is None or wanted == full:
         return
+    if not _is_int(wanted) or wanted < 1:
+        raise BadRequest(
+            400 if request.shape == "openai" else 422,
+            f"'dimensions' must be a positive integer, got {show(wanted)}",
+            param="dimensions",
+        )
     if not trained:
         raise BadRequest(
             400 if request.shape == "openai" else 422,
@@ -419,7 +593,7 @@ def check_dimensions(request: EmbedRequest, full: int, trained: list[int], model
     if wanted > full:
         raise BadRequest(
             400 if request.shape == "openai" else 422,
-            f"'dimensions' is {wanted}, more than the model's {full}",
+            f"'dimensions' is {show(wanted)}, more than the model's {full}",
             param="dimensions",
         )
 
@@ -431,8 +605,22 @@ _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
 def _vectors(vectors: np.ndarray) -> np.ndarray:
-    """What orjson serialises natively: a C-contiguous float32 array."""
-    return np.ascontiguousarray(vectors, dtype=np.float32)
+    """What orjson serialises natively: a C-contiguous float32 array, every value finite.
+
+    orjson would write NaN and infinity as ``null``, which no client reads as
+    a vector: such an answer is TEI's ``Backend`` error (424) instead, naming
+    the first input it concerns.
+    """
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    finite = np.isfinite(vectors)
+    if not finite.all():
+        row = int(np.argmin(finite.all(axis=tuple(range(1, vectors.ndim))))) if vectors.ndim > 1 else 0
+        raise BadRequest(
+            424,
+            f"the model computed a value that is not a finite number (NaN or infinity) for input {row}",
+            error_type="Backend",
+        )
+    return vectors
 
 
 def texts_body(vectors: np.ndarray) -> bytes:
@@ -460,10 +648,11 @@ def openai_body(vectors: np.ndarray, *, model: str, encoding_format: str, tokens
     >>> json.loads(openai_body(np.ones((1, 2), np.float32), model="m", encoding_format="base64", tokens=3))["data"]
     [{'object': 'embedding', 'index': 0, 'embedding': 'AACAPwAAgD8='}]
     """
+    vectors = _vectors(vectors)
     if encoding_format == "base64":
         rows: list[Any] = [base64.b64encode(row.astype("<f4").tobytes()).decode("ascii") for row in vectors]
     else:
-        rows = list(_vectors(vectors))
+        rows = list(vectors)
     data = [{"object": "embedding", "index": k, "embedding": row} for k, row in enumerate(rows)]
     usage = {"prompt_tokens": tokens, "total_tokens": tokens}
     return orjson.dumps({"object": "list", "data": data, "model": model, "usage": usage}, option=_NUMPY)
@@ -478,6 +667,7 @@ _OPENAI_TYPES = {401: "authentication_error", 404: "invalid_request_error", 429:
 
 
 def openai_error(exc: BadRequest) -> dict[str, Any]:
-    """OpenAI's error body."""
-    kind = _OPENAI_TYPES.get(exc.status, "server_error" if exc.status >= 500 else "invalid_request_error")
+    """OpenAI's error body (``type`` "server_error" for a 5xx and for TEI's ``Backend`` and ``Unhealthy``)."""
+    server = exc.status >= 500 or exc.error_type in ("Backend", "Unhealthy")
+    kind = _OPENAI_TYPES.get(exc.status, "server_error" if server else "invalid_request_error")
     return {"error": {"message": exc.message, "type": kind, "param": exc.param, "code": exc.code}}
