@@ -139,7 +139,7 @@ def test_family_exports_and_serves_as_sentence_transformers(
     # The encoder's input is the layer's width: ELECTRA's embedding_size (projected in the encoder).
     keys = family_models.record(family).config
     width = keys.get("embedding_size") or keys.get("hidden_size") or keys["dim"]
-    assert service["sentence"]["hidden_size"] == width
+    assert service["encoder"]["input_width"] == width
     assert service["sentence"]["dimension"] == keys.get("hidden_size", keys.get("dim"))
     encoder = onnx.load(str(tmp_path / "out" / "encoder.onnx"), load_external_data=False)
     assert encoder.graph.input[0].type.tensor_type.shape.dim[2].dim_value == width

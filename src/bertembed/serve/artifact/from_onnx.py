@@ -36,6 +36,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from bertembed import BertEmbeddings
 from bertembed.onnx import split_model
 
 from ..server.pipeline import SentenceEmbedder
@@ -272,6 +273,7 @@ def build(
         "encoder": {
             "file": ENCODER_FILE,
             "inputs": list(ENCODER_INPUTS),
+            "input_width": BertEmbeddings.from_pretrained(split_dir).hidden_size,
             "output": OUTPUT,
             "opset": _opset(encoder),
             "external_data": ENCODER_FILE + ".data" if external else None,

@@ -469,9 +469,6 @@ def export(
     place_tokenizer(transformer, out_dir / TOKENIZER_DIR)
     sentence = {**config.to_json(), "tokenizer_dir": TOKENIZER_DIR, "dimension": config.dimension}
     del sentence["transformer_dir"]
-    # The pipeline checks the embedding step's rows against sentence.hidden_size: the layer's
-    # width, the encoder's input (ELECTRA's embedding_size); the encoder's own width gives "dimension".
-    sentence["hidden_size"] = reference_layer.hidden_size
     service: dict[str, Any] = {
         "format": SERVICE_FORMAT,
         "name": service_name,
@@ -484,6 +481,8 @@ def export(
         "encoder": {
             "file": ENCODER_FILE,
             "inputs": list(ENCODER_INPUTS),
+            # The width of the embeddings it takes: the layer's (ELECTRA's embedding_size), not hidden_size.
+            "input_width": reference_layer.hidden_size,
             "output": ENCODER_OUTPUT,
             "opset": OPSET,
             "external_data": ENCODER_FILE + ".data" if external else None,

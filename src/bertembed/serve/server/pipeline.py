@@ -311,7 +311,8 @@ class SentenceEmbedder:
         self.session: ort.InferenceSession | None = None
         self._run_options: ort.RunOptions | None = None
         self.unk_id = self._unknown_row()
-        self._check(int(sentence["hidden_size"]))
+        # The width of the encoder's input: the layer's (ELECTRA's embedding_size can be below hidden_size).
+        self._check(int(self.config["encoder"].get("input_width", sentence["hidden_size"])))
 
     def _check(self, hidden_size: int) -> None:
         """The tokenizer's ids fit the token table; one text goes through the embedding step.
