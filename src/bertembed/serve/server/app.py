@@ -81,6 +81,7 @@ from ..protocols import (
     UNKNOWN_HEADER,
     BadRequest,
     EmbedRequest,
+    check_content_type,
     check_dimensions,
     check_token_ids,
     not_kept,
@@ -166,7 +167,7 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     never read.
     """
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise BadRequest(413, f"body is {int(declared)} bytes, more than the limit of {limit} bytes")
 
     async def read() -> bytes:
@@ -496,7 +497,9 @@ def create_app(
         state["active"] += 1
         try:
             body = await read_body(request, max_body, values["body_timeout_s"])
-            return await compute(request, parse(body))
+            check_content_type(request.headers.get("content-type"))
+            parsed = await asyncio.get_running_loop().run_in_executor(state["cpu"], parse, body)
+            return await compute(request, parsed)
         except BadRequest as exc:
             return _error(path, exc)
         except ClientDisconnect:  # gone: nobody reads the answer
