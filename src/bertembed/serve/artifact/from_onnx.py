@@ -29,7 +29,6 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -46,8 +45,8 @@ from .manifest import (
     ENCODER_FILE,
     ENCODER_INPUTS,
     ENCODER_OUTPUT,
-    SERVICE_FORMAT,
     TOKENIZER_DIR,
+    new_service_config,
     write_service_config,
 )
 from .model_config import SentenceConfig, UnsupportedModel, model_name, read_sentence_config
@@ -259,35 +258,28 @@ def build(
     external = save_encoder(encoder, out_dir / ENCODER_FILE)
     place_tokenizer(transformer, out_dir / TOKENIZER_DIR)
     pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
-    sentence = {**config.to_json(), "tokenizer_dir": TOKENIZER_DIR, "dimension": config.dimension}
-    del sentence["transformer_dir"]
-    service: dict[str, Any] = {
-        "format": SERVICE_FORMAT,
-        "name": service_name,
-        "model_type": result.model_type,
-        "matryoshka_dimensions": sorted(set(matryoshka), reverse=True),
-        "source": str(whole_path.resolve()),
-        "sentence": sentence,
-        "pad_token_id": pad_id,
-        "pad_token": pad_token,
-        "encoder": {
-            "file": ENCODER_FILE,
-            "inputs": list(ENCODER_INPUTS),
-            "input_width": BertEmbeddings.from_pretrained(split_dir).hidden_size,
-            "output": OUTPUT,
-            "opset": _opset(encoder),
-            "external_data": ENCODER_FILE + ".data" if external else None,
-            "optimizer": fusions,
-            "split": {
-                "model_type": result.model_type,
-                "position_rule": result.position_rule,
-                "layer_norm": result.layer_norm,
-                "max_abs_diff_layer_vs_graph": result.max_difference,
-            },
+    service = new_service_config(
+        name=service_name,
+        model_type=result.model_type,
+        source=whole_path,
+        sentence=config.to_json(),
+        dimension=config.dimension,
+        matryoshka=matryoshka,
+        pad_id=pad_id,
+        pad_token=pad_token,
+        input_width=BertEmbeddings.from_pretrained(split_dir).hidden_size,
+        opset=_opset(encoder),
+        external=external,
+        optimizer=fusions,
+        built_with={"onnx": onnx.__version__, "onnxruntime": ort.__version__},
+        split={
+            "model_type": result.model_type,
+            "position_rule": result.position_rule,
+            "layer_norm": result.layer_norm,
+            "max_abs_diff_layer_vs_graph": result.max_difference,
         },
-        "embeddings": {"dir": SPLIT_DIR},
-        "built_with": {"onnx": onnx.__version__, "onnxruntime": ort.__version__},
-    }
+    )
+    service["embeddings"] = {"dir": SPLIT_DIR}  # the split's whole layer, for the check; replaced below
     path = write_service_config(out_dir, service)
     try:
         diff = _check(whole_path, config, out_dir, pad_id, pad_token)

@@ -65,8 +65,8 @@ from .manifest import (
     ENCODER_FILE,
     ENCODER_INPUTS,
     ENCODER_OUTPUT,
-    SERVICE_FORMAT,
     TOKENIZER_DIR,
+    new_service_config,
     write_service_config,
 )
 from .model_config import UnsupportedModel, model_name, read_sentence_config
@@ -467,33 +467,25 @@ def export(
     diffs = _check(reference, reference_layer, encoder_path, model_type)
 
     place_tokenizer(transformer, out_dir / TOKENIZER_DIR)
-    sentence = {**config.to_json(), "tokenizer_dir": TOKENIZER_DIR, "dimension": config.dimension}
-    del sentence["transformer_dir"]
-    service: dict[str, Any] = {
-        "format": SERVICE_FORMAT,
-        "name": service_name,
-        "model_type": model_config.get("model_type"),
-        "matryoshka_dimensions": sorted(set(matryoshka), reverse=True),
-        "source": str(model_dir.resolve()),
-        "sentence": sentence,
-        "pad_token_id": pad_id,
-        "pad_token": pad_token,
-        "encoder": {
-            "file": ENCODER_FILE,
-            "inputs": list(ENCODER_INPUTS),
-            # The width of the embeddings it takes: the layer's (ELECTRA's embedding_size), not hidden_size.
-            "input_width": reference_layer.hidden_size,
-            "output": ENCODER_OUTPUT,
-            "opset": OPSET,
-            "external_data": ENCODER_FILE + ".data" if external else None,
-            "optimizer": fusions,
-            **diffs,
-        },
-        "built_with": {
+    service = new_service_config(
+        name=service_name,
+        model_type=model_config.get("model_type"),
+        source=model_dir,
+        sentence=config.to_json(),
+        dimension=config.dimension,
+        matryoshka=matryoshka,
+        pad_id=pad_id,
+        pad_token=pad_token,
+        input_width=reference_layer.hidden_size,
+        opset=OPSET,
+        external=external,
+        optimizer=fusions,
+        built_with={
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "onnxruntime": ort.__version__,
         },
-    }
+        **diffs,
+    )
     save_layer(out_dir, service, layer if layer is not None else transformer, table_dtype=table_dtype, trim=trim)
     return write_service_config(out_dir, service)

@@ -75,6 +75,61 @@ def read_service_config(service_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return config
 
 
+def new_service_config(
+    *,
+    name: str,
+    model_type: str | None,
+    source: str | os.PathLike[str],
+    sentence: dict[str, Any],
+    dimension: int,
+    matryoshka: Any,
+    pad_id: int,
+    pad_token: str,
+    input_width: int,
+    opset: int,
+    external: bool,
+    optimizer: dict[str, Any],
+    built_with: dict[str, str],
+    **encoder: Any,
+) -> dict[str, Any]:
+    """The manifest both builds write, before its ``embeddings`` entry (:func:`.layer.save_layer` adds it).
+
+    Parameters
+    ----------
+    sentence : dict
+        The model's sentence-transformers settings (``SentenceConfig.to_json()``).
+    input_width : int
+        The width of the embeddings the encoder takes: the layer's (ELECTRA's
+        ``embedding_size``), not always ``hidden_size``.
+    external : bool
+        Whether the encoder's weights are in ``encoder.onnx.data``.
+    **encoder
+        More facts about the encoder (its checks' figures, the split's findings).
+    """
+    settings = {k: v for k, v in sentence.items() if k != "transformer_dir"}
+    return {
+        "format": SERVICE_FORMAT,
+        "name": name,
+        "model_type": model_type,
+        "matryoshka_dimensions": sorted(set(matryoshka), reverse=True),
+        "source": str(Path(source).resolve()),
+        "sentence": {**settings, "tokenizer_dir": TOKENIZER_DIR, "dimension": dimension},
+        "pad_token_id": pad_id,
+        "pad_token": pad_token,
+        "encoder": {
+            "file": ENCODER_FILE,
+            "inputs": list(ENCODER_INPUTS),
+            "input_width": input_width,
+            "output": ENCODER_OUTPUT,
+            "opset": opset,
+            "external_data": ENCODER_FILE + ".data" if external else None,
+            "optimizer": optimizer,
+            **encoder,
+        },
+        "built_with": built_with,
+    }
+
+
 def write_service_config(out_dir: str | os.PathLike[str], service: dict[str, Any]) -> Path:
     """Write ``service.json`` (through a temporary file, so a reader never sees half of it); return its path."""
     path = Path(out_dir) / SERVICE_FILE
