@@ -105,7 +105,10 @@ def test_real_automatic_calls_are_right_and_bounded():
         assert 1 <= _kernel.last_auto_threads() <= bertembed.max_threads()
     assert _kernel.in_flight() == 0
     ((_, _, n_one, n_all, calls, _),) = _kernel.auto_threads_state().values()
-    assert calls == 40 and n_one >= 2 and n_all >= 2
+    # Both choices were measured. On a crowded machine (CI runs other steps beside this one) the
+    # tries of all threads are spaced out after the first, so one measured try is what 40 calls
+    # promise there; the spacing itself is tested deterministically above and below.
+    assert calls == 40 and n_one >= 2 and n_all >= 1
 
 
 def test_a_try_of_all_threads_after_one_thread_is_measured_on_its_second_call():
