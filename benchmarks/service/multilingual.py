@@ -438,7 +438,8 @@ def child_serve(
         asyncio.run(_send(url, chunks, clients))  # warm-up
         pids = [process.pid, *procinfo.children(process.pid)]
         cpu = sum(map(_cpu_seconds, pids))
-        wall = asyncio.run(_send(url, chunks * passes, clients))
+        timed = timing.time_once(lambda: asyncio.run(_send(url, chunks * passes, clients)))
+        wall, client_cpu = timed.wall_s, timed.cpu_s
         cpu = sum(map(_cpu_seconds, pids)) - cpu
         after = _service_memory(process.pid)
     finally:
@@ -446,6 +447,8 @@ def child_serve(
     return {
         "texts_per_s": passes * len(texts) / wall,
         "texts_per_cpu_s": passes * len(texts) / cpu,
+        "service_cores_busy": cpu / wall,
+        "client_cores_busy": client_cpu / wall,
         "pss_load_mib": loaded["pss_total"],
         "pss_after_mib": after["pss_total"],
         "master_pss_mib": loaded["master"]["pss"],
@@ -671,6 +674,13 @@ def report(res: dict[str, Any]) -> str:
             f"{cpu / st_cpu:.2f} | {pss:.0f} | {pss / st_rss:.2f} | {_med(rows, 'pss_after_mib'):.0f} | "
             f"{_med(rows, 'worker_private_mib'):.0f} / {_med(rows, 'worker_private_after_mib'):.0f} |"
         )
+    busy = [
+        f"{name} {_med(rows, 'service_cores_busy'):.2f} + clients {_med(rows, 'client_cores_busy'):.2f}"
+        for name, rows in runs.items()
+        if rows and name != "st"
+    ]
+    if busy:
+        lines.append(f"\ncores busy during the timed passes (service + load-generating clients): {'; '.join(busy)}")
     acc = res["accuracy"]
     lines += ["\naccuracy (the pipeline of each artifact; cosine min / median):\n"]
     for key, value in acc.items():
