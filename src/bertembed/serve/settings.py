@@ -10,6 +10,7 @@ Standard library only: importing it loads none of the server's packages.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -255,13 +256,15 @@ def default_max_connections() -> int:
     one burst before the oldest idle ones are closed (see
     :mod:`bertembed.serve.server.worker`).
     """
-    try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    except (ImportError, OSError, ValueError):
+    if sys.platform == "win32":  # no open-file limit to read (and the server runs on POSIX only)
         return 1024
-    if soft == getattr(resource, "RLIM_INFINITY", -1) or soft <= 0:
+    import resource
+
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (OSError, ValueError):
+        return 1024
+    if soft == resource.RLIM_INFINITY or soft <= 0:
         return 1024
     return max(8, min(1024, soft // 4))
 
