@@ -1,6 +1,6 @@
 """Small random sentence-transformers models of every family ``bertembed export`` serves.
 
-Used by ``tests/serve/test_families.py`` (needs torch, transformers and tokenizers). Each
+Used by ``tests/serve/test_export_families.py`` (needs torch, transformers and tokenizers). Each
 :class:`FamilyModel` record is one family's small configuration and the kind of tokenizer its
 real checkpoints ship (:data:`FAMILIES`; :data:`MORE` and :data:`REFUSED` reuse the layer
 tests' configurations, ``helpers.hf_families.SMALL``); :func:`build` saves, in a directory, what
