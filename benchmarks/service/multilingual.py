@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/service/multilingual.py [--rounds 3] [--texts 400] [--clients 8] [--workers 2] [--passes 3]
-        [--contenders st,f32,int8,trim-int8,trim-int8+shared,trim-int8+proposed] [--work DIR] [--json FILE]
+        [--contenders st,f32,int8,trim-int8,trim-int8+shared,trim-int8+proposed,trim-int8+giveback]
+        [--work DIR] [--json FILE]
         [--quick]
 
 The model is :mod:`standin`'s: XLM-R shaped like intfloat/multilingual-e5-small (a 250,037 x 384
@@ -24,10 +25,12 @@ Steps:
    int8``), ``trim-int8`` (int8, trimmed to the rows the four languages' corpus files use, the
    held-out fifth excepted; ``--unknown error``). Artifact bytes against the model directory's.
 2. Measurement-only variants of ``trim-int8`` (what the proposed changes give, before they are in
-   the server): ``+shared``, its encoder saved by :func:`bertembed.serve.server.memory.shared_encoder`
-   (the workers map its prepacked weights instead of each copying them), served by
+   the server): ``+giveback`` (not run by default), the ``trim-int8`` artifact served by
    ``memory_app.py`` (the master and each worker give their free heap back after loading;
-   ``gc.freeze()`` before the fork); ``+proposed``, the same with a reduced tokenizer.json
+   ``gc.freeze()`` before the fork); ``+shared``, its encoder saved by
+   :func:`bertembed.serve.server.memory.shared_encoder`
+   (the workers map its prepacked weights instead of each copying them), served by
+   ``memory_app.py`` too; ``+proposed``, the same with a reduced tokenizer.json
    (:func:`reduced_tokenizer`: the same ids, only the pieces a text the trimmed layer accepts can
    use, so every accepted text gets the same ids, every refused one is still refused).
 3. The texts: held-out messages whose every token the trimmed layer keeps (covered), ``--texts``
@@ -102,7 +105,9 @@ from bertembed._bench.spawn import (  # noqa: E402
 LANGUAGES = ("en", "de", "fr", "es")
 #: One text in this many (by the CRC-32 of its UTF-8 bytes) is held out of the trimming corpus.
 HOLD_OUT = 5
-CONTENDERS = ("st", "f32", "int8", "trim-int8", "trim-int8+shared", "trim-int8+proposed")
+CONTENDERS = ("st", "f32", "int8", "trim-int8", "trim-int8+shared", "trim-int8+proposed", "trim-int8+giveback")
+#: Run when --contenders is not given (``trim-int8+giveback`` only isolates the memory_app.py steps).
+DEFAULT_CONTENDERS = CONTENDERS[:-1]
 QUICK_CONTENDERS = ("st", "trim-int8", "trim-int8+proposed")
 #: Texts per request of the load test.
 REQUEST_TEXTS = 8
@@ -437,10 +442,11 @@ def child_serve(
         chunks = [texts[k : k + REQUEST_TEXTS] for k in range(0, len(texts), REQUEST_TEXTS)]
         asyncio.run(_send(url, chunks, clients))  # warm-up
         pids = [process.pid, *procinfo.children(process.pid)]
-        cpu = sum(map(_cpu_seconds, pids))
+        before = [_cpu_seconds(pid) for pid in pids]
         timed = timing.time_once(lambda: asyncio.run(_send(url, chunks * passes, clients)))
         wall, client_cpu = timed.wall_s, timed.cpu_s
-        cpu = sum(map(_cpu_seconds, pids)) - cpu
+        spent = [_cpu_seconds(pid) - b for pid, b in zip(pids, before, strict=True)]
+        cpu = sum(spent)
         after = _service_memory(process.pid)
     finally:
         stop_process(process)
@@ -449,6 +455,7 @@ def child_serve(
         "texts_per_cpu_s": passes * len(texts) / cpu,
         "service_cores_busy": cpu / wall,
         "client_cores_busy": client_cpu / wall,
+        "busiest_worker_share": max(spent[1:]) / max(sum(spent[1:]), 1e-9),
         "pss_load_mib": loaded["pss_total"],
         "pss_after_mib": after["pss_total"],
         "master_pss_mib": loaded["master"]["pss"],
@@ -674,13 +681,19 @@ def report(res: dict[str, Any]) -> str:
             f"{cpu / st_cpu:.2f} | {pss:.0f} | {pss / st_rss:.2f} | {_med(rows, 'pss_after_mib'):.0f} | "
             f"{_med(rows, 'worker_private_mib'):.0f} / {_med(rows, 'worker_private_after_mib'):.0f} |"
         )
-    busy = [
-        f"{name} {_med(rows, 'service_cores_busy'):.2f} + clients {_med(rows, 'client_cores_busy'):.2f}"
-        for name, rows in runs.items()
-        if rows and name != "st"
-    ]
+    busy = []
+    for name, rows in runs.items():
+        if rows and name != "st":
+            shares = ", ".join(f"{r['busiest_worker_share']:.2f}" for r in rows)
+            busy.append(
+                f"{name} {_med(rows, 'service_cores_busy'):.2f} + clients {_med(rows, 'client_cores_busy'):.2f} "
+                f"(the busiest worker's share of the workers' CPU: {shares})"
+            )
     if busy:
-        lines.append(f"\ncores busy during the timed passes (service + load-generating clients): {'; '.join(busy)}")
+        lines.append(
+            "\ncores busy during the timed passes (service + load-generating clients; the kernel hands each "
+            f"keep-alive connection to one worker): {'; '.join(busy)}"
+        )
     acc = res["accuracy"]
     lines += ["\naccuracy (the pipeline of each artifact; cosine min / median):\n"]
     for key, value in acc.items():
@@ -738,7 +751,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=3, help="timed passes over the texts per run")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="of sentence-transformers")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS))
     parser.add_argument("--layers", type=int, default=12, help="transformer layers of the stand-in")
     parser.add_argument("--model-dir", help="the stand-in's directory (default: a cache directory; built if absent)")
     parser.add_argument("--work", help="keep the artifacts here (default: a temporary directory, removed)")
@@ -748,7 +761,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trim_share = 1.0
     if args.quick:
         args.rounds, args.texts, args.layers, args.passes, trim_share = 1, 48, 2, 2, 0.2
-        if args.contenders == ",".join(CONTENDERS):
+        if args.contenders == ",".join(DEFAULT_CONTENDERS):
             args.contenders = ",".join(QUICK_CONTENDERS)
     contenders = [c for c in args.contenders.split(",") if c]
     unknown = sorted(set(contenders) - set(CONTENDERS))
@@ -830,11 +843,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log = work / f"serve.{name}.{round_}.log"
                 row = _run(
                     "serve",
-                    artifacts[name],
+                    artifacts[name.removesuffix("+giveback")],
                     texts_path,
                     args.workers,
                     args.clients,
-                    int(name.endswith("+shared") or name.endswith("+proposed")),
+                    int(name.endswith(("+shared", "+proposed", "+giveback"))),
                     log,
                     args.passes,
                 )

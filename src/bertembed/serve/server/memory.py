@@ -223,7 +223,8 @@ def shared_encoder(
     OSError
         The cache directory cannot be written.
     RuntimeError
-        The child failed (the message holds the end of its output).
+        The child failed or ran longer than :data:`BUILD_TIMEOUT_S` (the message holds the end of its
+        output). Either way nothing is left in the cache: load ``encoder.onnx`` instead.
 
     Examples
     --------
@@ -241,13 +242,16 @@ def shared_encoder(
     work = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
         code = _BUILD.format(config=SAVE_CONFIG, file=SHARED_FILE)
-        done = subprocess.run(
-            [sys.executable, "-c", code, str(source), str(work), graph_optimization],
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-            check=False,
-        )
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code, str(source), str(work), graph_optimization],
+                capture_output=True,
+                text=True,
+                timeout=BUILD_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"writing the shared encoder took longer than {BUILD_TIMEOUT_S} s") from None
         if done.returncode != 0:
             raise RuntimeError(f"writing the shared encoder failed: {(done.stderr or done.stdout)[-2000:]}")
         try:
