@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_helpers import Server, serve, skip_without_service_packages
+from service_helpers import Server, free_port, serve, skip_without_service_packages
 
 pytestmark = [pytest.mark.heavy]
 skip_without_service_packages()
@@ -178,3 +178,70 @@ def test_300_idle_connections_under_ulimit_256(out_dir: Path) -> None:
         assert answer.status_code == 200
         assert took < 3.0
         assert lines < 200, running.log()[-2000:]
+
+
+def test_a_client_that_does_not_read_its_answer_is_dropped(out_dir: Path) -> None:
+    """An answer of ~10 MB to a client that never reads: the connection is dropped after send_timeout_s."""
+    for running in serve(out_dir, "server-operator-send.log", workers=1, SERVICE_SEND_TIMEOUT_S="2", **DEFAULTS):
+        # 2048 texts of 22 tokens: 45,056 tokens (under the per-request limit), an answer of about 9.5 MB.
+        body = json.dumps({"input": ["word " * 20] * 2048, "model": "all-MiniLM-L6-v2"}).encode()
+        request = (
+            b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", running.port))
+            sock.sendall(request)
+            _wait_until_computed(running, inputs=2048)
+            time.sleep(6)  # the answer is written and not read for more than send_timeout_s (2 s)
+            sock.settimeout(10)
+            got, head = 0, b""
+            try:
+                while chunk := sock.recv(1 << 20):
+                    head = head or chunk
+                    got += len(chunk)
+            except (ConnectionResetError, TimeoutError):
+                pass
+        print(f"\na client that did not read: got {got} bytes of its answer before the server dropped it")
+        assert head.startswith(b"HTTP/1.1 200"), head[:300]  # the answer was computed and started
+        assert got < 8 << 20  # of about 9.5 MB, only what the buffers held when the connection was dropped
+        assert httpx.get(f"{running.url}/health", timeout=10).status_code == 200
+
+
+def _wait_until_computed(server: Server, inputs: int, timeout: float = 180.0) -> None:
+    """Until the worker's metrics show `inputs` accepted inputs and nothing waiting in its batcher."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = httpx.get(f"{server.url}/metrics", timeout=10).text
+        value = {
+            line.split("{")[0]: float(line.split()[-1]) for line in text.splitlines() if line.startswith("embedding_")
+        }
+        if value.get("embedding_inputs_total", 0) >= inputs and value.get("embedding_queue_requests", 1) == 0:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the worker did not compute {inputs} inputs within {timeout} s")
+
+
+def test_a_worker_that_cannot_load_stops_gunicorn(out_dir: Path, tmp_path: Path) -> None:
+    """Past the preflight (--no-check), a worker that fails to load exits with gunicorn's boot error: no loop."""
+    import shutil
+    import subprocess
+    import sys
+
+    broken = tmp_path / "broken"
+    shutil.copytree(out_dir, broken, ignore=shutil.ignore_patterns("server*"))
+    (broken / "encoder.onnx").write_bytes(b"not an onnx file")
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "bertembed", "serve", str(broken), "--port", str(free_port()), "--no-check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    took = time.monotonic() - began
+    assert done.returncode == 3, done.stdout + done.stderr[-3000:]
+    assert done.stderr.count("Booting worker") == 1, done.stderr[-3000:]
+    assert "the artifact failed to load" in done.stderr
+    assert took < 30.0
