@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 import loadtest
 
+from bertembed._bench.spawn import stop_process
 from bertembed.serve.server import procinfo
 
 HERE = Path(__file__).resolve().parent
@@ -105,25 +106,8 @@ def wait_ready(process: subprocess.Popen, url: str, workers: int, timeout: float
 
 
 def stop(process: subprocess.Popen) -> None:
-    """SIGTERM the process group, SIGKILL what is left (without process groups: terminate, then kill, the child)."""
-    killpg = getattr(os, "killpg", None)
-    try:
-        if killpg is not None:
-            killpg(process.pid, signal.SIGTERM)
-        else:
-            process.terminate()
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        pass
-    except ProcessLookupError:
-        return
-    try:
-        if killpg is not None:
-            killpg(process.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
-        else:
-            process.kill()
-    except ProcessLookupError:
-        pass
+    """SIGTERM the process group, SIGKILL what is left (the harness's stop_process), then reap the child."""
+    stop_process(process)
     process.wait()
 
 
