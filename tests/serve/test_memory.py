@@ -57,12 +57,11 @@ def test_give_back_memory_returns_freed_heap_pages():
     assert given > 32 << 20
 
 
-def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("BERTEMBED_ENCODER_CACHE", str(tmp_path / "here"))
-    assert memory.default_cache_dir() == tmp_path / "here"
-    monkeypatch.delenv("BERTEMBED_ENCODER_CACHE")
+def test_cache_dir_follows_xdg_cache_home(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert memory.default_cache_dir() == tmp_path / "bertembed" / "encoders"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert memory.default_cache_dir() == Path.home() / ".cache" / "bertembed" / "encoders"
 
 
 def _tiny_encoder(path: Path, hidden: int = 16) -> None:
@@ -122,6 +121,21 @@ def test_shared_encoder_is_written_once_and_gives_the_same_results(tmp_path):
     np.testing.assert_array_equal(got, expected)
 
 
+def test_a_new_shared_encoder_replaces_the_older_one_of_the_same_source(tmp_path):
+    pytest.importorskip("onnxruntime", reason='needs onnxruntime: pip install "bertembed[serve]"')
+    source, other = tmp_path / "encoder.onnx", tmp_path / "other.onnx"
+    _tiny_encoder(source)
+    _tiny_encoder(other)
+    cache = tmp_path / "cache"
+    first = memory.shared_encoder(source, cache)
+    kept = memory.shared_encoder(other, cache)
+    os.utime(source, ns=(1, 1))  # the artifact exported again: a new key
+    second = memory.shared_encoder(source, cache)
+    assert second != first and second.is_file() and kept.is_file()
+    assert not first.parent.exists()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([second.parent.name, kept.parent.name])
+
+
 def test_shared_encoder_key_changes_with_the_source_and_the_level(tmp_path):
     pytest.importorskip("onnxruntime", reason='needs onnxruntime: pip install "bertembed[serve]"')
     source = tmp_path / "encoder.onnx"
@@ -149,3 +163,49 @@ def test_docstring_examples():
 
     result = doctest.testmod(memory, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def _mapped_files(pid: int) -> set[str]:
+    with open(f"/proc/{pid}/maps", encoding="utf-8") as fh:
+        return {line.split(None, 5)[5].strip() for line in fh if len(line.split(None, 5)) == 6}
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc/PID/maps is Linux's")
+def test_served_workers_map_one_shared_encoder_and_answer_as_without_it(server, out_dir, encoder_cache, tmp_path):
+    from service_helpers import serve
+
+    source = str((out_dir / "encoder.onnx").resolve())
+    entries = [p for p in encoder_cache.iterdir() if (p / memory.SOURCE_FILE).is_file()]
+    entries = [p for p in entries if (p / memory.SOURCE_FILE).read_text(encoding="utf-8") == source]
+    assert len(entries) == 1, entries  # one entry for this artifact, whatever the other tests served
+    data = str((entries[0] / memory.SHARED_DATA).resolve())
+    workers = server.workers()
+    assert len(workers) == 2
+    for pid in workers:
+        assert data in _mapped_files(pid), pid  # the weights come from the one file, not the heap
+    log = server.log()
+    assert f"encoder: {entries[0] / memory.SHARED_FILE}" in log
+    assert "objects frozen before the fork" in log
+    texts = ["The shared encoder answers as the artifact's own.", "Zwei kurze Sätze.", "x"]
+    shared = server.embed(texts)
+    running = serve(out_dir, "own-encoder.log", workers=1, SERVICE_SHARED_ENCODER="0")
+    own = next(running)
+    try:
+        assert "encoder:" not in own.log()
+        np.testing.assert_array_equal(own.embed(texts), shared)
+    finally:
+        running.close()
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_artifacts_encoder(out_dir, tmp_path):
+    from service_helpers import serve
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    running = serve(out_dir, "blocked-cache.log", workers=1, SERVICE_ENCODER_CACHE=str(blocked / "cache"))
+    server = next(running)
+    try:
+        assert "the workers load their own copies of the encoder" in server.log()
+        assert server.embed(["still served"]).shape == (1, 384)
+    finally:
+        running.close()

@@ -169,7 +169,7 @@ def test_dimensions_of_any_kind_are_checked_with_a_4xx(dimensions: object, shape
 @given(st.one_of(st.none(), TEXT), st.sampled_from(["texts", "tei", "openai"]))
 def test_the_unknown_header_is_read_or_refused_with_a_4xx(value: str | None, shape: str) -> None:
     try:
-        assert protocols.parse_unknown_header(value, shape) in (None, *protocols.UNKNOWN_VALUES)
+        assert protocols.parse_unknown_header(value, shape) in (None, *protocols.UNKNOWN_RULES)
     except protocols.BadRequest as exc:
         check_refusal(exc)
 

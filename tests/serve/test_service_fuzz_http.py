@@ -99,6 +99,7 @@ def client() -> Iterator[tuple[TestClient, Errors]]:
         if name.startswith("SERVICE_") or name == "BERTEMBED_API_KEY":
             patch.delenv(name)
     patch.setenv("SERVICE_ACCESS_LOG", "0")
+    patch.setenv("SERVICE_SHARED_ENCODER", "0")  # no encoder file to share
     patch.setattr(app_module, "SentenceEmbedder", StandIn)
     errors = Errors()
     logging.getLogger("service").addHandler(errors)

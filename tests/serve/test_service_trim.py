@@ -201,6 +201,7 @@ def test_info_says_the_layer_is_trimmed(
         "kept_rows": kept,
         "unknown": "error",
         "unknown_rules": ["error", "unk"],  # what a request may choose with the header
+        "tokenizer": "full",  # a WordPiece tokenizer is kept whole
         "unknown_header": HEADER,
     }
     unk_id = tokenizer.token_to_id("[UNK]")
@@ -212,6 +213,7 @@ def test_info_says_the_layer_is_trimmed(
         "unknown": unk_id,
         "unknown_token": "[UNK]",
         "unknown_rules": ["error", "unk"],
+        "tokenizer": "full",
         "unknown_header": HEADER,
     }
     assert httpx.get(f"{strict.url}/healthz", timeout=30).json()["trimmed"] is True

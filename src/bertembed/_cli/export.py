@@ -21,9 +21,6 @@ from .common import CLIError, positive_int
 if TYPE_CHECKING:
     from ..serve.artifact.layer import Trim
 
-#: What the artifact says a trimmed-away token gets (the layer's unknown rule).
-UNKNOWN_RULES = ("error", "unk")
-
 
 def _dims(text: str) -> list[int]:
     from ..serve.artifact.model_config import parse_dims
@@ -55,7 +52,9 @@ def trim_of(args: argparse.Namespace) -> Trim | None:
     if not (args.trim_corpus or args.trim_ids or args.trim_scripts):
         return None
     scripts = tuple(s for group in args.trim_scripts or () for s in group.split(",") if s.strip())
-    return Trim(tuple(args.trim_corpus or ()), args.trim_ids, scripts, args.trim_min_count, args.unknown)
+    return Trim(
+        tuple(args.trim_corpus or ()), args.trim_ids, scripts, args.trim_min_count, args.unknown, args.tokenizer
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -96,7 +95,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _report(path: Path) -> None:
-    from ..serve.artifact.layer import summary
+    from ..serve.artifact.layer import summary, tokenizer_summary
 
     service = json.loads(path.read_text(encoding="utf-8"))
     out = path.parent
@@ -115,13 +114,16 @@ def _report(path: Path) -> None:
     )
     if "embeddings" in service:
         print(summary(service["embeddings"], out))
+    line = tokenizer_summary(service.get("tokenizer") or {})
+    if line:
+        print(line)
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"artifact: {out} ({total / 2**20:.1f} MiB); serve it with: bertembed serve {out}")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``export`` on the subcommand parsers ``sub``."""
-    from ..serve.artifact import TABLE_DTYPES
+    from ..serve.artifact import TABLE_DTYPES, TOKENIZER_CHOICES, UNKNOWN_RULES
 
     p = sub.add_parser(
         "export",
@@ -166,6 +168,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="error",
         help="a token the trimmed layer does not keep: the request is refused naming it (error, default) or "
         "the token reads the unknown token's row (unk)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        choices=TOKENIZER_CHOICES,
+        default="reduced",
+        help="with --unknown error, keep only the tokenizer's pieces that can matter (reduced, default; exact, "
+        "checked on the corpus; Unigram tokenizers such as XLM-R's: a fraction of their memory) or every piece "
+        "(full: a request may then ask for the rule 'unk')",
     )
     p.add_argument(
         "--matryoshka-dims",

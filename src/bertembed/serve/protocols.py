@@ -43,6 +43,8 @@ from typing import Any, Protocol
 import numpy as np
 import orjson
 
+from .artifact import UNKNOWN_RULES
+
 #: JSON names of the Python types json.loads produces.
 _JSON_TYPES = {
     dict: "an object",
@@ -63,8 +65,6 @@ ENCODING_FORMATS = ("float", "base64")
 TEI_ERROR_TYPES = ("Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty")
 #: The request header choosing what a trimmed embedding layer does with a token it does not keep.
 UNKNOWN_HEADER = "X-Bertembed-Unknown"
-#: Its values: refuse the inputs with such tokens (422), or read the unknown token's row.
-UNKNOWN_VALUES = ("error", "unk")
 #: Uncovered inputs a ``token_not_kept`` message names one by one (the others are counted).
 LISTED_UNCOVERED = 10
 #: Media types taken as JSON besides ``application/json`` and ``*/*+json``: what clients send when
@@ -470,7 +470,7 @@ def parse_unknown_header(value: str | None, shape: str) -> str | None:
     if value is None:
         return None
     choice = value.strip().lower()
-    if choice not in UNKNOWN_VALUES:
+    if choice not in UNKNOWN_RULES:
         raise BadRequest(
             400 if shape == "openai" else 422,
             f"header {UNKNOWN_HEADER} must be 'error' or 'unk', got {show(value)}",

@@ -211,6 +211,23 @@ SETTINGS: tuple[Setting, ...] = (
         limit=False,
         kind=str,
     ),
+    Setting(
+        "shared_encoder",
+        "SERVICE_SHARED_ENCODER",
+        True,
+        "the workers map one prepacked copy of the encoder's weights (written once per machine into the cache)",
+        option=True,
+        limit=False,
+        kind=bool,
+    ),
+    Setting(
+        "encoder_cache",
+        "SERVICE_ENCODER_CACHE",
+        "",
+        "where shared encoders are written (default $XDG_CACHE_HOME/bertembed/encoders)",
+        limit=False,
+        kind=str,
+    ),
     Setting("workers", "SERVICE_WORKERS", 1, "worker processes on this machine (bertembed serve sets it)", limit=False),
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}

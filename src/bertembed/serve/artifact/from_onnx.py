@@ -39,6 +39,7 @@ from bertembed import BertEmbeddings
 from bertembed.onnx import split_model
 
 from ..server.pipeline import SentenceEmbedder
+from . import CHECK_ATOL, CHECK_TEXTS
 from .fusion import optimize_encoder, save_encoder
 from .layer import Trim, check_files, save_layer
 from .manifest import (
@@ -57,8 +58,6 @@ SPLIT_DIR = ".split"
 OUTPUT = ENCODER_OUTPUT
 #: Pooling modes this script appends as ONNX nodes.
 POOLING = ("cls", "max", "mean", "mean_sqrt_len_tokens")
-CHECK_ATOL = 1e-4
-CHECK_TEXTS = ("A short sentence.", "", "Ünïcödé façade, 東京 and 🚀 " * 40)
 
 
 def pool_numpy(modes: Sequence[str], normalize: bool, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ projection after the embeddings (ELECTRA's: the encoder's input is then
 them. What differs per family is data (:class:`EmbeddingCall`), not a branch.
 ONNX Runtime's transformer fusions are then applied (:mod:`.fusion`).
 
-The whole torch model is first run on a few texts (:data:`CHECK_TEXTS`),
+The whole torch model is first run on a few texts (:data:`~bertembed.serve.artifact.CHECK_TEXTS`),
 padded into one batch and one at a time; a model whose result for a text
 depends on the padding of its batch is refused (sentence-transformers' own
 result then depends on which texts share its batch, which the service cannot
@@ -26,7 +26,7 @@ reproduce: ConvBERT, Nyströmformer, YOSO). The artifact is then checked
 before ``service.json`` is written: bertembed's layer against the embedding
 module's output as the model's forward called it, and ONNX Runtime (fed by
 the layer, as the service feeds it) against the whole torch model; either
-differing by more than :data:`CHECK_ATOL` refuses the model with
+differing by more than :data:`~bertembed.serve.artifact.CHECK_ATOL` refuses the model with
 :class:`UnsupportedModel` naming its ``model_type`` (Longformer: its traced
 graph holds only for the example's length), as does a model transformers
 cannot run on the check texts (Funnel) or torch cannot trace.
@@ -59,6 +59,7 @@ from torch import nn
 from bertembed import BertEmbeddings
 from bertembed._checkpoints.families import embedding_spec
 
+from . import CHECK_ATOL, CHECK_TEXTS
 from .fusion import optimize_encoder, save_encoder
 from .layer import Trim, check_files, save_layer
 from .manifest import (
@@ -75,10 +76,6 @@ from .tokens import batch_tokenizer, pad_token_of, place_tokenizer
 __all__ = ["EmbeddingCall", "EncoderHead", "PassThrough", "embedding_path", "export", "pool"]
 #: ONNX opset of the exported encoder.
 OPSET = 17
-#: Largest difference allowed between bertembed's layer and the model's embedding module, and
-#: between ONNX Runtime and torch, on the check texts.
-CHECK_ATOL = 1e-4
-CHECK_TEXTS = ("A short sentence.", "", "Ünïcödé façade, 東京 and 🚀 " * 40)
 #: What transformers' models and torch's exporter raise on a model they cannot run or trace.
 _TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, AttributeError, NotImplementedError)
 
@@ -250,7 +247,7 @@ def _trace_to_onnx(head: EncoderHead, width: int) -> onnx.ModelProto:
 
 @dataclass(frozen=True)
 class Reference:
-    """What the whole torch model computes on :data:`CHECK_TEXTS` (one right-padded batch).
+    """What the whole torch model computes on :data:`~bertembed.serve.artifact.CHECK_TEXTS` (one right-padded batch).
 
     Attributes
     ----------

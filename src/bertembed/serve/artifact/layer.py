@@ -15,6 +15,11 @@ of the tables, whatever the model directory held besides. Its options:
     what a trimmed-away token gets: the request is refused naming every
     input that has one (``error``, the default), or the token reads the row
     of the tokenizer's unknown token (``unk``);
+``--tokenizer {reduced,full}``
+    with ``--unknown error``, a Unigram tokenizer is reduced to the pieces
+    that can matter (:mod:`.reduced`, ``reduced``, the default, when it is
+    exact); ``full`` keeps every piece, so that a request may ask for the
+    rule ``unk``;
 ``--layer DIR``
     a layer saved beforehand (``bertembed trim MODEL_DIR DIR ...`` writes
     one) instead of the model's; the options above then apply to it.
@@ -23,6 +28,7 @@ of the tables, whatever the model directory held besides. Its options:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +39,13 @@ import numpy as np
 from bertembed import BertEmbeddings
 from bertembed import trim as choosing
 
-from . import TABLE_DTYPES
+from . import CHECK_TEXTS, TABLE_DTYPES, TOKENIZER_CHOICES, UNKNOWN_RULES
 from .manifest import EMBEDDINGS_DIR
+from .reduced import NotReducible, reduce_tokenizer
 from .tokens import load_tokenizer
 
-#: What ``--trim-unknown`` accepts.
-UNKNOWN_RULES = ("error", "unk")
+#: Lines of each corpus file a reduced tokenizer is checked on (besides the build's check texts).
+REDUCE_CHECK_LINES = 100_000
 
 
 @dataclass(frozen=True)
@@ -50,12 +57,15 @@ class Trim:
     scripts: tuple[str, ...] = field(default=())
     min_count: int = 1
     unknown: str = "error"
+    tokenizer: str = "reduced"
 
     def __post_init__(self) -> None:
         if not (self.corpus or self.ids or self.scripts):
             raise ValueError("nothing to keep: give a corpus, an id file or scripts")
         if self.unknown not in UNKNOWN_RULES:
             raise ValueError(f"unknown must be one of {UNKNOWN_RULES}, got {self.unknown!r}")
+        if self.tokenizer not in TOKENIZER_CHOICES:
+            raise ValueError(f"tokenizer must be one of {TOKENIZER_CHOICES}, got {self.tokenizer!r}")
 
 
 def prompt_ids(service: dict[str, Any], tokenizer_path: Path) -> np.ndarray:
@@ -163,7 +173,29 @@ def save_layer(
     loaded.save_pretrained(target)
     entry: dict[str, Any] = {"dir": EMBEDDINGS_DIR, **describe(loaded)}
     service["embeddings"] = entry
+    if trim is not None and loaded.unknown == "error" and trim.tokenizer == "reduced":
+        service["tokenizer"] = _reduce(out_dir, service, loaded, trim)
     return entry
+
+
+def _corpus_lines(files: tuple[str, ...]) -> list[str]:
+    lines: list[str] = []
+    for name in files:
+        with open(Path(name).expanduser(), encoding="utf-8", errors="replace") as fh:
+            lines.extend(line.rstrip("\n") for line in itertools.islice(fh, REDUCE_CHECK_LINES))
+    return lines
+
+
+def _reduce(out_dir: Path, service: dict[str, Any], layer: BertEmbeddings, trim: Trim) -> dict[str, Any]:
+    """Reduce the artifact's tokenizer for `layer` (trimmed, rule "error"): what ``service.json`` records."""
+    sentence = service["sentence"]
+    path = out_dir / sentence["tokenizer_dir"] / "tokenizer.json"
+    texts = [*CHECK_TEXTS, *_corpus_lines(trim.corpus)]
+    try:
+        counts = reduce_tokenizer(path, layer.kept_ids.tolist(), texts, do_lower_case=bool(sentence["do_lower_case"]))
+    except NotReducible as exc:
+        return {"reduced": False, "why": str(exc)}
+    return {"reduced": True, **counts}
 
 
 def summary(entry: dict[str, Any], out_dir: Path) -> str:
@@ -175,3 +207,16 @@ def summary(entry: dict[str, Any], out_dir: Path) -> str:
             f"unknown tokens: {'a 422' if entry['unknown'] == 'error' else 'the row of id ' + str(entry['unknown'])}"
         )
     return line + ")"
+
+
+def tokenizer_summary(entry: dict[str, Any]) -> str | None:
+    """One line for an export's output on the tokenizer's reduction (None: none was asked for)."""
+    if not entry:
+        return None
+    if not entry["reduced"]:
+        return f"tokenizer kept whole ({entry['why']})"
+    return (
+        f"tokenizer reduced to {entry['kept_pieces']:,} of {entry['pieces']:,} pieces "
+        f"({entry['bytes_after'] / 2**20:.1f} MiB of {entry['bytes_before'] / 2**20:.1f} MiB; "
+        "requests may not ask for the rule 'unk': --tokenizer full keeps every piece)"
+    )

@@ -25,28 +25,11 @@ choose the rule itself with the header ``X-Bertembed-Unknown: unk`` (or
 ``/info``'s ``embedding_layer`` says the layer's rule, its kept rows and the
 rules a request may choose.
 
-Settings (environment variables, read by :func:`create_app`; ``bertembed serve`` sets some from its options):
-
-``SERVICE_DIR``                the artifact directory, ``bertembed export``'s OUT_DIR (required)
-``SERVICE_WORKERS``            worker processes on this machine (``bertembed serve`` sets it), default 1
-``BERTEMBED_API_KEY``          when set, every route but ``/health``, ``/healthz`` and ``/ping`` needs
-                               ``Authorization: Bearer <key>`` (else 401)
-``SERVICE_METRICS_OPEN``       1: ``/metrics`` needs no key even when one is set (default 0)
-``SERVICE_THREADS``            ONNX Runtime threads per worker, default max(1, usable cores // workers)
-``SERVICE_EMBED_THREADS``      bertembed's threads for the embedding step, default 1
-``SERVICE_BATCH_SIZE``         most texts in one encoder call, default 32
-``SERVICE_MAX_BATCH_TOKENS``   most padded tokens in one encoder call, default 4096 (bounds memory)
-``SERVICE_MAX_WAIT_MS``        how long the batcher may wait for more requests, default 2
-``SERVICE_MAX_BATCH``          most inputs in one request, default 2048 (OpenAI's limit)
-``SERVICE_MAX_REQUEST_TOKENS`` most tokens in one request, default 65536
-``SERVICE_MAX_QUEUE_TOKENS``   tokens waiting per worker before 429, default 262144
-``SERVICE_MAX_BODY_BYTES``     request body size, default 4194304 (4 MiB)
-``SERVICE_AUTO_TRUNCATE``      TEI requests without "truncate" are truncated (1, default) or refused (0)
-``SERVICE_MODEL_NAME``         the model's name (OpenAI ``model``), default service.json's
-``SERVICE_ORT_ARENA``          ONNX Runtime's memory arena: shrink (default), on, off
-``SERVICE_GRAPH_OPT``          ONNX Runtime's graph optimisation: all (default), extended, basic
-``SERVICE_EMBEDDING``          ``bertembed`` (default) or ``torch`` (the comparison)
-``SERVICE_ACCESS_LOG``         1 (default): one line per request on stderr
+Settings: ``SERVICE_DIR``, the artifact directory (``bertembed export``'s OUT_DIR); when
+``BERTEMBED_API_KEY`` is set, every route but ``/health``, ``/healthz`` and ``/ping`` needs
+``Authorization: Bearer <key>`` (else 401); every other setting is declared once in
+:mod:`bertembed.serve.settings` (``python -m bertembed.serve.settings`` prints them), read by
+:func:`create_app` (``bertembed serve`` sets them from its options).
 
 Concurrency: per worker, the event loop reads and checks requests; one
 thread tokenizes and writes answers; one thread, the batcher
@@ -95,6 +78,7 @@ from ..protocols import (
     texts_body,
 )
 from .batching import Batcher
+from .memory import give_back_memory
 from .metrics import Metrics
 from .pipeline import (
     ARENA_MODES,
@@ -332,6 +316,11 @@ def create_app(
         arena=arena,
         graph_optimization=graph,
     )
+    if values["shared_encoder"]:
+        try:
+            log.info("encoder: %s", embedder.share_encoder(values["encoder_cache"] or None))
+        except (OSError, RuntimeError) as exc:
+            log.warning("the workers load their own copies of the encoder: %s", _escaped(str(exc)))
     model = values["model_name"] or embedder.name
     #: What /info lists under "limits": every limit setting's value in this worker.
     limits = {s.name: values[s.name] for s in settings.SETTINGS if s.limit}
@@ -417,7 +406,7 @@ def create_app(
         if parsed.unknown == "unk" and "unk" not in layer.get("unknown_rules", ["unk"]):
             raise BadRequest(
                 400 if parsed.shape == "openai" else 422,
-                f"{UNKNOWN_HEADER}: unk cannot be served: this trimmed embedding layer keeps no unknown token's row",
+                f"{UNKNOWN_HEADER}: unk cannot be served: {embedder.unk_refusal()}",
             )
         # Admission before any tokenizing: at most this many tokens (each input's, at most the model's length).
         estimate = min(max_request_tokens, estimated_tokens(parsed))
@@ -606,6 +595,7 @@ def create_app(
             # stops gunicorn instead of starting the worker again and again.
             log.exception("the worker cannot start: the artifact failed to load")
             os._exit(WORKER_BOOT_ERROR)
+        give_back_memory()  # what loading the encoder freed stays in the heap otherwise
         batcher.start()
         state["cpu"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
         log.info("ready: %s embedding, %d thread(s)", embedding, threads)

@@ -53,6 +53,9 @@ SAVE_CONFIG = {
 }
 #: Longest the child that writes a shared encoder may run, in seconds.
 BUILD_TIMEOUT_S = 600
+#: The file in each cache entry that names the encoder it was written from (older entries of the same
+#: source are removed when a new one is written: the cache holds one entry per artifact).
+SOURCE_FILE = "source.txt"
 
 _TRIM: Any = None
 
@@ -144,47 +147,29 @@ def shared_encoder_key(encoder: str | os.PathLike[str], graph_optimization: str)
 
 
 def default_cache_dir() -> Path:
-    """``$BERTEMBED_ENCODER_CACHE``, else ``$XDG_CACHE_HOME/bertembed/encoders`` (``~/.cache`` by default)."""
-    given = os.environ.get("BERTEMBED_ENCODER_CACHE")
-    if given:
-        return Path(given)
+    """``$XDG_CACHE_HOME/bertembed/encoders`` (``~/.cache`` by default); the server's setting
+    ``SERVICE_ENCODER_CACHE`` chooses another."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "bertembed" / "encoders"
 
 
-#: The child that writes a shared encoder, then checks it against the source: argv = SOURCE OUT_DIR LEVEL.
-_BUILD = """
-import sys
-import numpy as np
-import onnxruntime as ort
-source, out, level = sys.argv[1:4]
-config = {config!r}
-levels = {{"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-          "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-          "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}}
-def options():
-    so = ort.SessionOptions()
-    so.graph_optimization_level = levels[level]
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    return so
-so = options()
-so.optimized_model_filepath = out + "/" + {file!r}
-for key, value in config.items():
-    so.add_session_config_entry(key, value)
-reference = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
-shared = ort.InferenceSession(out + "/" + {file!r}, options(), providers=["CPUExecutionProvider"])
-feeds = {{}}
-for arg in reference.get_inputs():
-    shape = [d if isinstance(d, int) else (2 if k == 0 else 7) for k, d in enumerate(arg.shape)]
-    if "int" in arg.type:
-        feeds[arg.name] = np.ones(shape, np.int64)
-    else:
-        feeds[arg.name] = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-for a, b in zip(reference.run(None, feeds), shared.run(None, feeds)):
-    if not np.array_equal(a, b):
-        raise SystemExit("the shared encoder's results differ from the source's")
-"""
+def _remove(entry: Path) -> None:
+    for child in entry.iterdir():
+        child.unlink()
+    entry.rmdir()
+
+
+def _remove_older(root: Path, current: Path, source: Path) -> None:
+    """Remove the cache entries written from ``source`` other than ``current`` (best effort: a worker
+    that still maps one keeps its pages until it exits)."""
+    for entry in root.iterdir():
+        if entry == current or entry.name.startswith(".") or not entry.is_dir():
+            continue
+        try:
+            if (entry / SOURCE_FILE).read_text(encoding="utf-8") == str(source):
+                _remove(entry)
+        except OSError:
+            continue
 
 
 def shared_encoder(
@@ -241,19 +226,14 @@ def shared_encoder(
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     work = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
-        code = _BUILD.format(config=SAVE_CONFIG, file=SHARED_FILE)
+        command = [sys.executable, "-m", f"{__package__}.shared_build", str(source), str(work), graph_optimization]
         try:
-            done = subprocess.run(
-                [sys.executable, "-c", code, str(source), str(work), graph_optimization],
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT_S,
-                check=False,
-            )
+            done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"writing the shared encoder took longer than {BUILD_TIMEOUT_S} s") from None
         if done.returncode != 0:
             raise RuntimeError(f"writing the shared encoder failed: {(done.stderr or done.stdout)[-2000:]}")
+        (work / SOURCE_FILE).write_text(str(source), encoding="utf-8")
         try:
             work.rename(target)
         except OSError:
@@ -261,7 +241,6 @@ def shared_encoder(
                 raise
     finally:
         if work.exists():
-            for child in work.iterdir():
-                child.unlink()
-            work.rmdir()
+            _remove(work)
+    _remove_older(root, target, source)
     return target / SHARED_FILE

@@ -51,6 +51,7 @@ import onnxruntime as ort
 from bertembed import BertEmbeddings
 from bertembed._vocab.tokenizer import _unk_id
 
+from ..artifact import UNKNOWN_RULES
 from ..artifact.manifest import read_service_config
 from ..artifact.tokens import bounded_text, load_tokenizer, special_tokens
 from ..settings import BY_NAME
@@ -78,8 +79,6 @@ EMBEDDINGS = ("bertembed", "torch")
 EmbeddingStep = Callable[[np.ndarray], np.ndarray]
 
 
-#: What a trimmed layer does with a token it does not keep: refuse the input, or read the unknown token's row.
-UNKNOWN_RULES = ("error", "unk")
 #: Uncovered inputs a :class:`TrimmedToken` message lists one by one (the others are counted).
 LISTED_UNCOVERED = 10
 
@@ -309,8 +308,12 @@ class SentenceEmbedder:
         self.step = make_embedding_step(embedding, layer_dir, embed_threads)
         self.embed_threads = embed_threads
         self.session: ort.InferenceSession | None = None
+        #: The encoder file :meth:`start` loads: the artifact's, or a shared copy (:meth:`share_encoder`).
+        self.encoder_path = str(self.config["encoder"]["path"])
         self._run_options: ort.RunOptions | None = None
         self.unk_id = self._unknown_row()
+        #: Whether the artifact's tokenizer is reduced to the pieces a layer refusing unknown tokens can use.
+        self.tokenizer_reduced = bool((self.config.get("tokenizer") or {}).get("reduced"))
         # The width of the encoder's input: the layer's (ELECTRA's embedding_size can be below hidden_size).
         self._check(int(self.config["encoder"].get("input_width", sentence["hidden_size"])))
 
@@ -387,8 +390,22 @@ class SentenceEmbedder:
         if layer.is_trimmed and unknown != "error":
             info["unknown_token"] = self.tokenizer.id_to_token(int(unknown))
         if layer.is_trimmed:
-            info["unknown_rules"] = list(UNKNOWN_RULES) if self.unk_id is not None else ["error"]
+            info["unknown_rules"] = ["error"] if self.unk_refusal() else list(UNKNOWN_RULES)
+            info["tokenizer"] = "reduced" if self.tokenizer_reduced else "full"
         return info
+
+    def unk_refusal(self) -> str | None:
+        """Why a call may not ask for the rule "unk" on this trimmed layer (None: it may)."""
+        if self.unknown == "unk":
+            return None
+        if self.tokenizer_reduced:
+            return (
+                "this artifact's tokenizer is reduced to the pieces its trimmed layer keeps "
+                "(bertembed export --tokenizer full keeps every piece)"
+            )
+        if self.unk_id is None:
+            return "this trimmed embedding layer keeps no unknown token's row"
+        return None
 
     def uncovered(self, seqs: Sequence[np.ndarray]) -> list[Uncovered]:
         """Every sequence with a token a trimmed layer does not keep, with its first such token
@@ -459,8 +476,9 @@ class SentenceEmbedder:
             return list(seqs)
         if self.unknown == "unk":
             return list(seqs)  # the layer reads the unknown row itself
-        if self.unk_id is None:
-            raise ValueError("this trimmed layer keeps no unknown token's row: the rule 'unk' cannot be used")
+        refusal = self.unk_refusal()
+        if refusal:
+            raise ValueError(f"{refusal}: the rule 'unk' cannot be used")
         flat, ends, bad = self._not_kept(seqs, trimmed)
         if bad is None:
             return list(seqs)
@@ -494,11 +512,29 @@ class SentenceEmbedder:
         options.log_severity_level = 3
         return options
 
+    def share_encoder(self, cache_dir: str | os.PathLike[str] | None = None) -> str:
+        """Load the encoder from a copy whose (prepacked) weights every worker maps: its path.
+
+        Call before :meth:`start` (in the gunicorn master, before the fork).
+        The copy is written once per machine and ONNX Runtime version into
+        ``cache_dir`` (:func:`.memory.shared_encoder`) and gives the same
+        results, bit for bit.
+
+        Raises
+        ------
+        OSError, RuntimeError
+            The copy cannot be written; the artifact's own encoder is still used.
+        """
+        from .memory import shared_encoder
+
+        self.encoder_path = str(
+            shared_encoder(self.config["encoder"]["path"], cache_dir, graph_optimization=self.graph_optimization)
+        )
+        return self.encoder_path
+
     def start(self) -> None:
         """Create the encoder session and prepare the embedding step (after any fork)."""
-        session = ort.InferenceSession(
-            self.config["encoder"]["path"], self.session_options(), providers=["CPUExecutionProvider"]
-        )
+        session = ort.InferenceSession(self.encoder_path, self.session_options(), providers=["CPUExecutionProvider"])
         if self.arena == "shrink":
             self._run_options = ort.RunOptions()
             self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")

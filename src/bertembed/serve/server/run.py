@@ -24,6 +24,8 @@ from .worker import ACCEPT_BACKLOG
 
 #: The app factory gunicorn imports in the master.
 APP = "bertembed.serve.server.app:create_app()"
+#: gunicorn's server hooks (the master's memory before the fork).
+HOOKS = "python:bertembed.serve.server.hooks"
 #: gunicorn's own settings: seconds before a silent worker is killed, and given to finish on SIGTERM
 #: (the connection limits are the worker's: bertembed.serve.server.worker).
 WORKER_TIMEOUT = 60
@@ -44,6 +46,8 @@ def gunicorn_argv(out_dir: str | os.PathLike[str], *, host: str, port: int, work
         "gunicorn",
         APP,
         "--preload",
+        "--config",
+        HOOKS,
         "--workers",
         str(workers),
         "--worker-class",
