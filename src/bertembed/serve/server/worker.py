@@ -25,8 +25,13 @@ from uvicorn_worker import UvicornWorker
 from .. import settings
 
 _VALUES = settings.read()
-#: The listen backlog: also how many connections asyncio accepts in one go.
+#: The listen backlog (gunicorn's ``--backlog``).
 ACCEPT_BACKLOG = 512
+#: Connections a worker accepts each time the listening socket wakes it. asyncio accepts as many as
+#: its ``backlog`` argument in one go, so the first worker to wake took every pending connection
+#: (8 keep-alive clients connecting at once all landed on one of 2 workers); one at a time, the
+#: workers take turns, and a busy worker, whose event loop comes round more slowly, takes fewer.
+ACCEPTS_PER_WAKEUP = 1
 logger = logging.getLogger("uvicorn.error")
 
 
@@ -113,6 +118,25 @@ def _idle(connection: Any) -> bool:
     return connection.cycle is None or bool(connection.cycle.response_complete)
 
 
+class _Listener:
+    """gunicorn's listening socket as given to asyncio, whose ``listen()`` keeps :data:`ACCEPT_BACKLOG`.
+
+    asyncio calls ``listen(n)`` with the same ``n`` it accepts per wake-up
+    (:data:`ACCEPTS_PER_WAKEUP`); the kernel's queue of connections waiting
+    to be accepted stays as long as gunicorn made it. Everything else is the
+    socket's own.
+    """
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+
+    def listen(self, backlog: int = 0) -> None:
+        self._sock.listen(ACCEPT_BACKLOG)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
 def _forwarded(value: str) -> Any:
     ips = [ip.strip() for ip in value.split(",") if ip.strip()]
     return ips or None
@@ -121,8 +145,8 @@ def _forwarded(value: str) -> Any:
 class _QuietAcceptErrors:
     """The event loop's exception handler, with "out of system resource" reported once a minute.
 
-    asyncio logs every ``accept()`` that fails for lack of descriptors, up
-    to the listen backlog's number of times per try, once a second; the
+    asyncio logs every ``accept()`` that fails for lack of descriptors,
+    once a second; the
     server keeps working (it closes idle connections), so one line a minute
     with a count says enough.
     """
@@ -157,9 +181,10 @@ class BertembedWorker(UvicornWorker):
         forwarded = _forwarded(values["forwarded_allow_ips"])
         self.config.proxy_headers = forwarded is not None
         self.config.forwarded_allow_ips = forwarded or []
-        # Connections accepted in one burst (asyncio accepts up to the backlog per try).
-        self.config.backlog = min(self.config.backlog, ACCEPT_BACKLOG)
+        # What asyncio accepts per wake-up (it passes the same number to listen(): see _Listener).
+        self.config.backlog = ACCEPTS_PER_WAKEUP
 
     async def _serve(self) -> None:
         asyncio.get_running_loop().set_exception_handler(_QuietAcceptErrors())
+        self.sockets: list[Any] = [_Listener(sock) for sock in self.sockets]
         await super()._serve()
