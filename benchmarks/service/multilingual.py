@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/service/multilingual.py [--rounds 3] [--texts 400] [--clients 8] [--workers 2] [--passes 3]
-        [--contenders st,f32,int8,trim-int8,trim-int8+shared,trim-int8+proposed,trim-int8+giveback]
+        [--contenders st,f32,int8,trim-int8-plain,trim-int8]
         [--work DIR] [--json FILE]
         [--quick]
 
@@ -23,22 +23,20 @@ Steps:
 
 1. ``bertembed export`` three ways: ``f32`` (the tables as stored), ``int8`` (``--table-dtype
    int8``), ``trim-int8`` (int8, trimmed to the rows the four languages' corpus files use, the
-   held-out fifth excepted; ``--unknown error``). Artifact bytes against the model directory's.
-2. Measurement-only variants of ``trim-int8`` (what the proposed changes give, before they are in
-   the server): ``+giveback`` (not run by default), the ``trim-int8`` artifact served by
-   ``memory_app.py`` (the master and each worker give their free heap back after loading;
-   ``gc.freeze()`` before the fork); ``+shared``, its encoder saved by
-   :func:`bertembed.serve.server.memory.shared_encoder`
-   (the workers map its prepacked weights instead of each copying them), served by
-   ``memory_app.py`` too; ``+proposed``, the same with a reduced tokenizer.json
-   (:func:`reduced_tokenizer`: the same ids, only the pieces a text the trimmed layer accepts can
-   use, so every accepted text gets the same ids, every refused one is still refused).
+   held-out fifth excepted; ``--unknown error``, so the tokenizer is reduced to the pieces the
+   kept rows can use: :mod:`bertembed.serve.artifact.reduced`); and ``trim-int8-plain``, the same
+   with ``--tokenizer full``, served with ``SERVICE_SHARED_ENCODER=0`` (each worker its own copy
+   of the encoder's weights): the server without its memory steps, for comparison. Artifact bytes
+   against the model directory's. Every service writes its shared encoder into the work
+   directory's cache.
+2. Whether the reduced tokenizer gives every corpus text the full tokenizer's ids when the
+   trimmed layer keeps them all, and refuses every other (:func:`check_reduced`).
 3. The texts: held-out messages whose every token the trimmed layer keeps (covered), ``--texts``
    of them, as many of each language, in mixed order.
 4. Accuracy, once, each artifact in its own process (``SentenceEmbedder.encode_texts``, the
    server's pipeline, one thread): cosine of every text against the float32 artifact and against
    sentence-transformers (float32, torch); whether ``trim-int8`` is bit-for-bit ``int8`` (and the
-   variants bit-for-bit ``trim-int8``).
+   ``trim-int8-plain`` bit-for-bit ``trim-int8``).
 5. Rounds (``--rounds``; the order rotated each round), each contender in its own process:
    ``st``: sentence-transformers + torch (all usable cores), its RSS after loading (one text
    encoded), then ``encode(texts, batch_size=32)`` timed (a warm-up pass, ``--passes`` timed
@@ -56,11 +54,11 @@ Steps:
 Printed: the corpus, a Markdown table per step, the goals (artifact <= 0.25x the model
 directory; whole-service PSS <= 0.5x sentence-transformers' RSS after load; texts/s >= 2x;
 cosine >= 0.9999 to the float32 model; bit-equal to the untrimmed int8 artifact) with the
-measured ratio; ``--json`` writes every figure. A variant's artifact bytes leave its shared
-encoder out (in the proposal it is written into a cache on the serving machine, not shipped).
+measured ratio; ``--json`` writes every figure. The shared encoder is not part of an artifact:
+each serving machine writes its own into a cache.
 
 ``--quick``: a 2-layer stand-in (same table and tokenizer), a fifth of the corpus for trimming,
-48 texts, one round of two passes, ``st``, ``trim-int8`` and ``trim-int8+proposed`` (a smoke run
+48 texts, one round of two passes, ``st`` and ``trim-int8`` (a smoke run
 for CI: about a minute and a half once the stand-in is cached).
 
 Needs sentence-transformers, torch, transformers, onnx, onnxruntime, tokenizers, httpx and the
@@ -101,14 +99,15 @@ from bertembed._bench.spawn import (  # noqa: E402
     start_process,
     stop_process,
 )
+from bertembed.serve.server.memory import shared_encoder  # noqa: E402
 
 LANGUAGES = ("en", "de", "fr", "es")
 #: One text in this many (by the CRC-32 of its UTF-8 bytes) is held out of the trimming corpus.
 HOLD_OUT = 5
-CONTENDERS = ("st", "f32", "int8", "trim-int8", "trim-int8+shared", "trim-int8+proposed", "trim-int8+giveback")
-#: Run when --contenders is not given (``trim-int8+giveback`` only isolates the memory_app.py steps).
-DEFAULT_CONTENDERS = CONTENDERS[:-1]
-QUICK_CONTENDERS = ("st", "trim-int8", "trim-int8+proposed")
+CONTENDERS = ("st", "f32", "int8", "trim-int8-plain", "trim-int8")
+QUICK_CONTENDERS = ("st", "trim-int8")
+#: The server's settings per contender (the others: its defaults).
+SERVE_ENV = {"trim-int8-plain": {"SERVICE_SHARED_ENCODER": "0"}}
 #: Texts per request of the load test.
 REQUEST_TEXTS = 8
 #: sentence-transformers' batch size (its default).
@@ -190,54 +189,6 @@ def write_corpus(corpus: dict[str, list[str]], work: Path, share: float = 1.0) -
 # --- artifacts --------------------------------------------------------------------------------
 
 
-def reduced_tokenizer(tokenizer_json: Path, kept_ids: Any, out: Path) -> dict[str, int]:
-    """A tokenizer.json for a trimmed layer that refuses the tokens it does not keep: the same ids, a smaller trie.
-
-    The proposed export step (measured here before it is in ``bertembed export``). Unigram
-    tokenizers (XLM-R's) segment a text with the pieces that match it, so a piece with a
-    character the text lacks never plays a part. Let C be the characters of the kept pieces:
-    the file keeps every piece made of characters of C (what a text of those characters can
-    use: the same lattice, so the same ids), the one-character piece of every other character
-    (a text with one gets that piece's id, which is not kept: refused, as the full tokenizer's
-    piece with that character would be; this needs every character of the vocabulary to have a
-    one-character piece, which is checked), and the special tokens. Every other entry becomes
-    one shared placeholder piece (never a match: its characters are refused ones) with the
-    lowest score (the unknown token's score is computed from the lowest), so ids do not move.
-    Exact for the "error" rule only: with "unk", a refused character's neighbours would be cut
-    differently.
-
-    Returns
-    -------
-    dict
-        ``pieces``, ``kept_pieces`` (in the reduced trie), ``characters`` (C), ``other_characters``.
-    """
-    import numpy as np
-
-    data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
-    model = data["model"]
-    if model.get("type") != "Unigram" or model.get("byte_fallback"):
-        raise ValueError(f"{tokenizer_json}: a Unigram model without byte fallback is needed")
-    vocab = model["vocab"]
-    kept = np.asarray(kept_ids, dtype=np.int64)
-    kept = kept[kept < len(vocab)]
-    chars = {c for i in kept.tolist() for c in vocab[i][0]}
-    singles = {p for p, _ in vocab if len(p) == 1}
-    every = {c for p, _ in vocab for c in p}
-    if not every <= singles:
-        raise ValueError(f"{tokenizer_json}: {len(every - singles)} characters have no one-character piece")
-    others = every - chars
-    special = {int(t["id"]) for t in data.get("added_tokens", [])}
-    keep = {i for i, (p, _) in enumerate(vocab) if set(p) <= chars or p in others or i in special}
-    placeholder = min(others) * 3 if others else "\u2581" * 64
-    if any(p == placeholder for p, _ in vocab):
-        raise ValueError("the placeholder piece is in the vocabulary")
-    lowest = min(s for _, s in vocab)
-    model["vocab"] = [vocab[i] if i in keep else [placeholder, lowest] for i in range(len(vocab))]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    return {"pieces": len(vocab), "kept_pieces": len(keep), "characters": len(chars), "other_characters": len(others)}
-
-
 def check_reduced(full: Path, reduced: Path, kept_ids: Any, texts: Sequence[str], vocab_size: int) -> dict[str, int]:
     """Texts the full tokenizer covers (every id kept) and the reduced one gives the same ids; and
     texts both refuse. Every other text counts as a mismatch."""
@@ -256,50 +207,6 @@ def check_reduced(full: Path, reduced: Path, kept_ids: Any, texts: Sequence[str]
             else:
                 counts["refused_both" if not kept[y.ids].all() else "mismatch"] += 1
     return counts
-
-
-def _link_tree(source: Path, target: Path) -> None:
-    """``target`` a copy of the directory ``source`` made of hard links (copies across file systems)."""
-
-    def link(src: str, dst: str) -> None:
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(source, target, copy_function=link)
-
-
-def artifact_bytes(path: Path, trim: Path) -> int:
-    """Bytes of an artifact as it would ship: a variant's shared encoder is in the serving machine's cache,
-    not in the artifact (which keeps the ``encoder.onnx`` of ``trim``)."""
-    from bertembed.serve.server.memory import SHARED_DATA
-
-    size = standin.directory_bytes(path)
-    if (path / SHARED_DATA).is_file() and path != trim:
-        size += (trim / "encoder.onnx").stat().st_size
-        size -= (path / "encoder.onnx").stat().st_size + (path / SHARED_DATA).stat().st_size
-    return size
-
-
-def make_variants(trim: Path, work: Path, model: Path) -> dict[str, Any]:
-    """``trim-int8+shared`` and ``trim-int8+proposed`` from the ``trim-int8`` artifact; what was done."""
-    from bertembed import BertEmbeddings
-    from bertembed.serve.server.memory import SHARED_DATA, shared_encoder
-
-    shared = work / "trim-int8+shared"
-    _link_tree(trim, shared)
-    path = shared_encoder(trim / "encoder.onnx", work / "encoder-cache")
-    for name in ("encoder.onnx", SHARED_DATA):
-        (shared / name).unlink(missing_ok=True)
-        shutil.copyfile(path.parent / name, shared / name)
-    proposed = work / "trim-int8+proposed"
-    _link_tree(shared, proposed)
-    layer = BertEmbeddings.from_pretrained(trim / "embeddings")
-    tok = proposed / "tokenizer" / "tokenizer.json"
-    tok.unlink()
-    info = reduced_tokenizer(model / "tokenizer.json", layer.kept_ids, tok)
-    return {"shared_encoder_cache_bytes": standin.directory_bytes(path.parent), "reduced_tokenizer": info}
 
 
 # --- child side -------------------------------------------------------------------------------
@@ -407,7 +314,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def child_serve(
-    artifact: str, texts_path: str, workers: int, clients: int, proposed: bool, log: str, passes: int = 2
+    artifact: str, texts_path: str, workers: int, clients: int, settings: str, log: str, passes: int = 2
 ) -> dict[str, Any]:
     """One service: whole-service memory after load and after the load test; texts/s (``passes`` passes over
     the texts after a warm-up pass) and texts per CPU-second of the service (master and workers)."""
@@ -417,20 +324,13 @@ def child_serve(
     from compare import wait_ready
 
     from bertembed.serve.server import procinfo
-    from bertembed.serve.server.run import gunicorn_argv
 
     texts = json.loads(Path(texts_path).read_text(encoding="utf-8"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "SERVICE_ACCESS_LOG": "0"}
-    if proposed:  # memory_app:make() instead of create_app() (what bertembed serve execs, otherwise the same)
-        argv = gunicorn_argv(artifact, host="127.0.0.1", port=port, workers=workers)
-        argv[argv.index("bertembed.serve.server.app:create_app()")] = "memory_app:make()"
-        path = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-        env |= {"SERVICE_DIR": str(Path(artifact).resolve()), "SERVICE_WORKERS": str(workers), "PYTHONPATH": path}
-    else:
-        argv = [sys.executable, "-m", "bertembed", "serve", artifact, "--port", str(port), "--workers", str(workers)]
+    env = {**os.environ, "SERVICE_ACCESS_LOG": "0", **json.loads(settings)}
+    argv = [sys.executable, "-m", "bertembed", "serve", artifact, "--port", str(port), "--workers", str(workers)]
     process = start_process(argv, log, env)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -547,7 +447,7 @@ def child_main(argv: list[str]) -> None:
     elif kind == "pipeline":
         emit(child_pipeline(*args))
     elif kind == "serve":
-        emit(child_serve(args[0], args[1], int(args[2]), int(args[3]), args[4] == "1", args[5], int(args[6])))
+        emit(child_serve(args[0], args[1], int(args[2]), int(args[3]), args[4], args[5], int(args[6])))
     elif kind == "tokenizer":
         emit(child_tokenizer(args[0]))
     elif kind == "encoder":
@@ -624,11 +524,12 @@ def accuracy(artifacts: dict[str, Path], model: Path, texts_path: Path, work: Pa
                 result[f"{name}_vs_{ref}"] = {"min": float(cos.min()), "median": float(np.median(cos))}
     if "int8" in vectors:
         for name in artifacts:
-            if name.startswith("trim-int8"):
+            if name == "trim-int8":
                 result[f"{name}_bit_equal_int8"] = bool(np.array_equal(vectors[name], vectors["int8"]))
-    for name in artifacts:
-        if name.startswith("trim-int8+"):
-            result[f"{name}_bit_equal_trim-int8"] = bool(np.array_equal(vectors[name], vectors["trim-int8"]))
+    if "trim-int8-plain" in vectors:
+        result["trim-int8-plain_bit_equal_trim-int8"] = bool(
+            np.array_equal(vectors["trim-int8-plain"], vectors["trim-int8"])
+        )
     return result
 
 
@@ -643,9 +544,8 @@ def report(res: dict[str, Any]) -> str:
     sizes = res["bytes"]
     model_bytes = sizes["model"]
     lines += [
-        "\nartifacts (bytes on disk; a variant's shared encoder is not counted: it is written into a cache on the "
-        "serving machine, "
-        f"{res['variants'].get('shared_encoder_cache_bytes', 0) / MIB:.1f} MiB):\n",
+        "\nartifacts (bytes on disk; the shared encoder is not part of one: each serving machine writes it into "
+        f"a cache, {res['shared_encoder_bytes'] / MIB:.1f} MiB):\n",
         "| directory | MiB | x model directory |",
         "|---|---:|---:|",
         f"| model directory (sentence-transformers) | {model_bytes / MIB:.1f} | 1.00 |",
@@ -751,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=3, help="timed passes over the texts per run")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="of sentence-transformers")
-    parser.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS))
+    parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--layers", type=int, default=12, help="transformer layers of the stand-in")
     parser.add_argument("--model-dir", help="the stand-in's directory (default: a cache directory; built if absent)")
     parser.add_argument("--work", help="keep the artifacts here (default: a temporary directory, removed)")
@@ -761,7 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trim_share = 1.0
     if args.quick:
         args.rounds, args.texts, args.layers, args.passes, trim_share = 1, 48, 2, 2, 0.2
-        if args.contenders == ",".join(DEFAULT_CONTENDERS):
+        if args.contenders == ",".join(CONTENDERS):
             args.contenders = ",".join(QUICK_CONTENDERS)
     contenders = [c for c in args.contenders.split(",") if c]
     unknown = sorted(set(contenders) - set(CONTENDERS))
@@ -792,18 +692,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         files = write_corpus(corpus, work, trim_share)
-        # All three, whatever the contenders: the accuracy step compares them.
-        artifacts = {name: work / name for name in ("f32", "int8", "trim-int8")}
+        # All four, whatever the contenders: the accuracy step compares them.
+        artifacts = {name: work / name for name in ("f32", "int8", "trim-int8-plain", "trim-int8")}
         _export(model, artifacts["f32"])
         _export(model, artifacts["int8"], "--table-dtype", "int8")
-        _export(model, artifacts["trim-int8"], "--table-dtype", "int8", "--trim-corpus", *files, "--unknown", "error")
-        variants = {}
-        if any(c.startswith("trim-int8+") for c in contenders):
-            variants = make_variants(artifacts["trim-int8"], work, model)
-            for name in ("trim-int8+shared", "trim-int8+proposed"):
-                artifacts[name] = work / name
+        trim = ("--table-dtype", "int8", "--trim-corpus", *files, "--unknown", "error")
+        _export(model, artifacts["trim-int8-plain"], *trim, "--tokenizer", "full")
+        _export(model, artifacts["trim-int8"], *trim)
+        cache = work / "encoder-cache"
+        shared = shared_encoder(artifacts["trim-int8"] / "encoder.onnx", cache)
         sizes = {"model": standin.directory_bytes(model)}
-        sizes |= {name: artifact_bytes(path, artifacts["trim-int8"]) for name, path in artifacts.items()}
+        sizes |= {name: standin.directory_bytes(path) for name, path in artifacts.items()}
         texts, coverage = choose_texts(corpus, artifacts["trim-int8"], model, args.texts)
         print(
             "held-out texts the trimmed layer covers: "
@@ -811,43 +710,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         texts_path = work / "texts.json"
         texts_path.write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
-        check = None
-        if "trim-int8+proposed" in artifacts:
-            from bertembed import BertEmbeddings
+        from bertembed import BertEmbeddings
 
-            every = [t for lang_texts in corpus.values() for t in lang_texts]
-            if args.quick:
-                every = every[:: max(1, len(every) // 20000)]
-            layer = BertEmbeddings.from_pretrained(artifacts["trim-int8"] / "embeddings")
-            check = check_reduced(
-                model / "tokenizer.json",
-                artifacts["trim-int8+proposed"] / "tokenizer" / "tokenizer.json",
-                layer.kept_ids,
-                every,
-                layer.vocab_size,
-            )
-            print(f"reduced tokenizer: {variants['reduced_tokenizer']}; on the whole corpus: {check}")
+        every = [t for lang_texts in corpus.values() for t in lang_texts]
+        if args.quick:
+            every = every[:: max(1, len(every) // 20000)]
+        layer = BertEmbeddings.from_pretrained(artifacts["trim-int8"] / "embeddings")
+        reduced = artifacts["trim-int8"] / "tokenizer" / "tokenizer.json"
+        check = check_reduced(model / "tokenizer.json", reduced, layer.kept_ids, every, layer.vocab_size)
+        service = json.loads((artifacts["trim-int8"] / "service.json").read_text(encoding="utf-8"))
+        print(f"reduced tokenizer: {service['tokenizer']}; on the whole corpus: {check}")
         acc = accuracy(artifacts, model, texts_path, work, args.threads)
-        tok = {"full": _run("tokenizer", model / "tokenizer.json")}
-        enc = {"encoder.onnx": _run("encoder", artifacts["trim-int8"] / "encoder.onnx")}
-        if "trim-int8+proposed" in artifacts:
-            tok["reduced (trim-int8+proposed)"] = _run(
-                "tokenizer", artifacts["trim-int8+proposed"] / "tokenizer" / "tokenizer.json"
-            )
-            enc["shared (trim-int8+shared)"] = _run("encoder", artifacts["trim-int8+shared"] / "encoder.onnx")
+        tok = {"full": _run("tokenizer", model / "tokenizer.json"), "reduced (trim-int8)": _run("tokenizer", reduced)}
+        enc = {
+            "encoder.onnx": _run("encoder", artifacts["trim-int8"] / "encoder.onnx"),
+            "shared (the cache's)": _run("encoder", shared),
+        }
         rounds: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
         for round_, name in in_rounds(contenders, args.rounds):
             if name == "st":
                 row = _run("st", model, texts_path, args.threads, "", args.passes)
             else:
                 log = work / f"serve.{name}.{round_}.log"
+                settings = {"SERVICE_ENCODER_CACHE": str(cache), **SERVE_ENV.get(name, {})}
                 row = _run(
                     "serve",
-                    artifacts[name.removesuffix("+giveback")],
+                    artifacts[name],
                     texts_path,
                     args.workers,
                     args.clients,
-                    int(name.endswith(("+shared", "+proposed", "+giveback"))),
+                    json.dumps(settings),
                     log,
                     args.passes,
                 )
@@ -862,7 +754,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "coverage": coverage,
             "texts": texts,
             "bytes": sizes,
-            "variants": variants,
+            "tokenizer_reduction": service["tokenizer"],
+            "shared_encoder_bytes": standin.directory_bytes(shared.parent),
             "reduced_tokenizer_check": check,
             "accuracy": acc,
             "tokenizer": tok,

@@ -79,11 +79,11 @@ def test_multilingual_quick(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "goals:" in proc.stdout and "whole-service PSS" in proc.stdout
     res = json.loads(out.read_text(encoding="utf-8"))
-    assert set(res["rounds"]) == {"st", "trim-int8", "trim-int8+proposed"}
+    assert set(res["rounds"]) == {"st", "trim-int8"}
     assert all(len(rows) == 1 for rows in res["rounds"].values())
     acc = res["accuracy"]
-    assert acc["trim-int8_bit_equal_int8"] and acc["trim-int8+proposed_bit_equal_trim-int8"]
+    assert acc["trim-int8_bit_equal_int8"] and acc["trim-int8-plain_bit_equal_trim-int8"]
     assert acc["trim-int8_vs_f32"]["min"] >= 0.9999 and acc["trim-int8_vs_st"]["min"] >= 0.9999
-    assert res["reduced_tokenizer_check"]["mismatch"] == 0
+    assert res["reduced_tokenizer_check"]["mismatch"] == 0 and res["tokenizer_reduction"]["reduced"]
     assert res["bytes"]["trim-int8"] <= 0.25 * res["bytes"]["model"]
     assert res["rounds"]["trim-int8"][0]["workers"] == 2
