@@ -249,7 +249,7 @@ def test_quantised_rows_keep_their_promises():
     reason="free-threaded build: there is no GIL to release",
 )
 def test_conversion_releases_the_gil():
-    from test_threads import _longest_stall
+    from helpers.gil import longest_stall
 
     from bertembed._core import _kernel
 
@@ -262,5 +262,5 @@ def test_conversion_releases_the_gil():
             _kernel.convert_rows(src, dst, 0, values.shape[0], 1)
 
     convert()  # warm-up: the result's pages
-    fractions = [(lambda d, s: s / d)(*_longest_stall(convert)) for _ in range(3)]
+    fractions = [(lambda d, s: s / d)(*longest_stall(convert)) for _ in range(3)]
     assert min(fractions) < 0.5, f"another Python thread stalled for most of each conversion: {fractions}"

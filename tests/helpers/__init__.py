@@ -9,6 +9,7 @@
 - ``onnx_exports``: small whole-model ONNX exports;
 - ``sanitizer``: what to skip under AddressSanitizer;
 - ``cpu``: the row kernel this machine should get, told without bertembed;
+- ``gil``: whether a function lets other Python threads run (releases the GIL);
 - ``windows``: Windows' file rules, simulated.
 
 Imported as ``helpers.<module>``: ``tests/`` is on ``sys.path`` (pytest puts
