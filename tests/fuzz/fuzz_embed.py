@@ -34,8 +34,8 @@ documented contract predicts the outcome:
   bound for float32 arithmetic, LayerNorm and float16/bfloat16 results).
   With a ``table_dtype`` the reference reads the tables the layer stores
   (int8: ``q * scale + offset`` in float64); the conversions themselves are
-  tested in ``tests/core/test_table_dtypes.py``, here only their kinds and (int8)
-  that each value stays within a quantisation step;
+  tested in ``tests/core/tables/test_table_dtypes.py``, here only their kinds
+  and (int8) that each value stays within a quantisation step;
 * faults: it must raise one of the exception types they map to
   (TypeError, ValueError or IndexError), leave ``out`` untouched;
 * always: no input array is modified, and nothing else (no crash, no
