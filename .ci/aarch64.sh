@@ -35,9 +35,10 @@ ROOT="${AARCH64_ROOT:-/var/cache/bertembed-ci/arm64-root}"
 MIRROR="${AARCH64_MIRROR:-$(bash "$CHECKOUT/.ci/debian-mirror.sh")}"
 # The tests run under emulation (see the header): the kernel, conversions,
 # LayerNorm, errors, threads, fork and the checkpoint readers.
-DEFAULT_TESTS="tests/core/test_kernel_paths.py tests/core/test_table_dtypes.py tests/core/test_layernorm.py
-    tests/core/test_terms.py tests/core/test_reference.py tests/core/test_errors.py tests/core/test_threads.py
-    tests/core/test_pool.py tests/core/test_fork.py tests/core/test_worked_examples.py tests/fuzz/test_fuzz_quick.py
+DEFAULT_TESTS="tests/core/kernel/test_kernel_paths.py tests/core/tables/test_table_dtypes.py
+    tests/core/contract/test_layernorm.py tests/core/contract/test_terms.py tests/core/contract/test_reference.py
+    tests/core/contract/test_errors.py tests/core/runtime/test_threads.py tests/core/runtime/test_pool.py
+    tests/core/runtime/test_fork.py tests/core/contract/test_worked_examples.py tests/fuzz/test_fuzz_quick.py
     tests/checkpoints/test_weights_safetensors.py tests/checkpoints/test_weights_sharded.py
     tests/checkpoints/test_weights_open.py tests/checkpoints/test_pretrained.py"
 PYTEST_ARGS="${AARCH64_PYTEST_ARGS:-$(echo $DEFAULT_TESTS)}"

@@ -97,7 +97,8 @@ run_in() {  # DIR ARGS... : run in the test copy with venv DIR's python
 }
 
 # The ISA-dependent tests (row kernels, dtype conversions, LayerNorm).
-ISA_TESTS=(tests/core/test_kernel_paths.py tests/core/test_table_dtypes.py tests/core/test_layernorm.py tests/core/test_reference.py)
+ISA_TESTS=(tests/core/kernel/test_kernel_paths.py tests/core/tables/test_table_dtypes.py
+    tests/core/contract/test_layernorm.py tests/core/contract/test_reference.py)
 
 # The GCC reference build, for the warning count and the bit-for-bit comparison.
 echo "== clang: GCC reference build"

@@ -19,7 +19,7 @@
 #    free-threading support; an extension that does not re-enables the GIL
 #    at import, with a warning).
 # 4. The test suite (not the torch/onnxruntime comparisons) with
-#    PYTHON_GIL=0, then the concurrency stress test (tests/core/test_concurrency.py)
+#    PYTHON_GIL=0, then the concurrency stress test (tests/core/runtime/test_concurrency.py)
 #    for BERTEMBED_STRESS_SECONDS (default 60) with BERTEMBED_STRESS_THREADS
 #    (default 16) threads, without PYTHON_GIL, so that anything re-enabling
 #    the GIL would show; both fail if the GIL is on at the end.
@@ -174,9 +174,9 @@ run "$VPY" gil_check.py
 say "pytest, PYTHON_GIL=0"
 # shellcheck disable=SC2086
 run env PYTHON_GIL=0 "$VPY" -m pytest -q -p no:cacheprovider -p gil_check tests -m "not heavy" \
-    --ignore=tests/core/test_concurrency.py ${PYTEST_ARGS:-}
+    --ignore=tests/core/runtime/test_concurrency.py ${PYTEST_ARGS:-}
 
 say "concurrency stress test: $STRESS_THREADS threads, $STRESS_SECONDS s, GIL left to the interpreter"
 run env BERTEMBED_STRESS_SECONDS="$STRESS_SECONDS" BERTEMBED_STRESS_THREADS="$STRESS_THREADS" "$VPY" -m pytest -q -s -p no:cacheprovider \
-    -p gil_check tests/core/test_concurrency.py
+    -p gil_check tests/core/runtime/test_concurrency.py
 say "all passed"

@@ -278,8 +278,8 @@ fi
     "$WORK/digest-msvc.json") | sed 's/^/   /'
 # The kernel-path tests: each instruction set against the reference, and the
 # one chosen is the best this CPU runs of those the build holds.
-echo "   tests/core/test_kernel_paths.py"
-(cd "$WORK/run" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/core/test_kernel_paths.py) \
+echo "   tests/core/kernel/test_kernel_paths.py"
+(cd "$WORK/run" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/core/kernel/test_kernel_paths.py) \
     >"$WORK/paths.log" 2>&1 || { tail -40 "$WORK/paths.log"; exit 1; }
 tail -1 "$WORK/paths.log"
 took R

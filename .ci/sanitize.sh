@@ -165,7 +165,8 @@ fuzz() {  # fuzz <label> <seconds> <script and arguments...>
     fi
     new_logs
     set +e
-    run "$VPY" "$@" -max_total_time="$seconds" -rss_limit_mb=4096 \
+    # (tests/ on PYTHONPATH: the fuzz scripts import the tests' helpers package.)
+    run env PYTHONPATH="$WORK/run/tests" "$VPY" "$@" -max_total_time="$seconds" -rss_limit_mb=4096 \
         -print_final_stats=1 -artifact_prefix="$WORK/$label-" "$WORK/fuzz-corpus/$label" \
         > "$WORK/fuzz-$label.log" 2>&1
     status=$?

@@ -20,9 +20,10 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/.."
 PY="${PYTHON:-python}"
-TESTS=(tests/checkpoints tests/cli tests/onnx_split tests/docs tests/core/test_cpus.py tests/core/test_fork.py
-    tests/core/test_threads.py tests/core/test_pool.py tests/core/test_big_table.py tests/core/test_leaks.py
-    tests/core/test_unbuilt_import.py tests/core/test_kernel_paths.py)
+TESTS=(tests/checkpoints tests/cli tests/onnx_split tests/docs tests/core/runtime/test_cpus.py
+    tests/core/runtime/test_fork.py tests/core/runtime/test_threads.py tests/core/runtime/test_pool.py
+    tests/core/tables/test_big_table.py tests/core/runtime/test_leaks.py tests/core/kernel/test_unbuilt_import.py
+    tests/core/kernel/test_kernel_paths.py)
 # The bounded subset (.ci/run, step 7; a few minutes on two cores): the
 # checkpoint readers and writers, the command line less its benchmark and
 # transformers comparisons, the per-case time bound of the fuzz targets
@@ -31,8 +32,8 @@ CI_TESTS=(tests/checkpoints/test_weights_open.py tests/checkpoints/test_weights_
     tests/checkpoints/test_weights_sharded.py tests/checkpoints/test_weights_limits.py
     tests/checkpoints/test_save_pretrained.py tests/checkpoints/test_safetensors_writer.py
     tests/checkpoints/test_pretrained.py tests/cli/test_cli_convert.py tests/cli/test_cli_trim.py
-    tests/cli/test_cli.py tests/core/test_spawn.py tests/core/test_fork.py tests/core/test_cpus.py
-    tests/core/test_big_table.py tests/fuzz/test_fuzz_checkpoints_quick.py
+    tests/cli/test_cli.py tests/core/runtime/test_spawn.py tests/core/runtime/test_fork.py
+    tests/core/runtime/test_cpus.py tests/core/tables/test_big_table.py tests/fuzz/test_fuzz_checkpoints_quick.py
     -k "not bench and not matches_transformers and not mutated_inputs")
 if [[ "${1:-}" == --ci ]]; then
     shift

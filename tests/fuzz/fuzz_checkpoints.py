@@ -1,10 +1,11 @@
 """Fuzz targets for the checkpoint readers, one per reader, seeded from valid files.
 
-Usage::
+Usage (from the repository root; ``tests/`` on ``PYTHONPATH`` for the
+``helpers`` package)::
 
-    python tests/fuzz/fuzz_checkpoints.py TARGET -max_total_time=60           # atheris (libFuzzer)
-    python tests/fuzz/fuzz_checkpoints.py TARGET -max_total_time=60 corpus/   # with a corpus dir
-    python tests/fuzz/fuzz_checkpoints.py TARGET crash-<hash>                 # replay one input
+    PYTHONPATH=tests python tests/fuzz/fuzz_checkpoints.py TARGET -max_total_time=60          # atheris
+    PYTHONPATH=tests python tests/fuzz/fuzz_checkpoints.py TARGET -max_total_time=60 corpus/  # with a corpus
+    PYTHONPATH=tests python tests/fuzz/fuzz_checkpoints.py TARGET crash-<hash>                # replay one input
 
 TARGET is one of ``safetensors`` (a safetensors file: header length, JSON
 header, data), ``index`` (the ``*.index.json`` of a sharded checkpoint, next
@@ -55,8 +56,6 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for helpers
 from helpers.fuzzing import OutcomeLog, gcc_asan_preloaded, instrumented_bertembed, max_total_time
 from helpers.time_bound import time_bound
 

@@ -1,10 +1,11 @@
 """Fuzz target for ``bert_embeddings`` and ``BertEmbeddings``.
 
-Usage::
+Usage (from the repository root; ``tests/`` on ``PYTHONPATH`` for the
+``helpers`` package)::
 
-    python tests/fuzz/fuzz_embed.py -max_total_time=60          # atheris (libFuzzer)
-    python tests/fuzz/fuzz_embed.py -max_total_time=60 corpus/  # with a corpus dir
-    python tests/fuzz/fuzz_embed.py crash-<hash>                # replay one input
+    PYTHONPATH=tests python tests/fuzz/fuzz_embed.py -max_total_time=60          # atheris (libFuzzer)
+    PYTHONPATH=tests python tests/fuzz/fuzz_embed.py -max_total_time=60 corpus/  # with a corpus dir
+    PYTHONPATH=tests python tests/fuzz/fuzz_embed.py crash-<hash>                # replay one input
 
 Without atheris (or with FUZZ_EMBED_HYPOTHESIS=1, or when GCC's ASan
 runtime is preloaded, which leaves libFuzzer without coverage) the same
@@ -34,8 +35,8 @@ documented contract predicts the outcome:
   bound for float32 arithmetic, LayerNorm and float16/bfloat16 results).
   With a ``table_dtype`` the reference reads the tables the layer stores
   (int8: ``q * scale + offset`` in float64); the conversions themselves are
-  tested in ``tests/core/test_table_dtypes.py``, here only their kinds and (int8)
-  that each value stays within a quantisation step;
+  tested in ``tests/core/tables/test_table_dtypes.py``, here only their kinds
+  and (int8) that each value stays within a quantisation step;
 * faults: it must raise one of the exception types they map to
   (TypeError, ValueError or IndexError), leave ``out`` untouched;
 * always: no input array is modified, and nothing else (no crash, no
@@ -51,8 +52,6 @@ import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for helpers
 from helpers.fuzzing import OutcomeLog, gcc_asan_preloaded, instrumented_bertembed, max_total_time
 from helpers.reference import reference, values64
 

@@ -1,11 +1,12 @@
 """Replay fuzz inputs through their targets' oracles: the kept corpus, a campaign's, or single files.
 
-Usage::
+Usage (from the repository root; ``tests/`` on ``PYTHONPATH`` for the
+``helpers`` package, ``tests/fuzz/`` is the script's own folder)::
 
-    python tests/fuzz/replay.py                          # every target, tests/fuzz/corpus/<target>/
-    python tests/fuzz/replay.py zip config               # some targets
-    python tests/fuzz/replay.py zip --corpus DIR         # DIR/zip/ (a campaign's work directory: DIR/zip/corpus/)
-    python -m coverage run --branch --source=bertembed tests/fuzz/replay.py   # what the corpus reaches
+    PYTHONPATH=tests python tests/fuzz/replay.py                   # every target, tests/fuzz/corpus/<target>/
+    PYTHONPATH=tests python tests/fuzz/replay.py zip config        # some targets
+    PYTHONPATH=tests python tests/fuzz/replay.py zip --corpus DIR  # DIR/zip/ (a campaign's: DIR/zip/corpus/)
+    PYTHONPATH=tests python -m coverage run --branch --source=bertembed tests/fuzz/replay.py  # what it reaches
 
 Each input goes through the same oracle as in the fuzzers (``run_one`` of
 ``fuzz_checkpoints.py``, ``run_case`` of ``fuzz_embed.py``); the script
@@ -22,12 +23,9 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))  # tests/, for helpers
-
-import numpy as np  # noqa: E402
-
 CORPUS = HERE / "corpus"
 READERS = ("config", "safetensors", "index", "zip", "pickle")
 TARGETS = ("embed", *READERS)

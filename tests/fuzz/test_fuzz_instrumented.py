@@ -1,8 +1,9 @@
 """The fuzz targets import bertembed inside atheris's instrumenting block (else libFuzzer fuzzes blind).
 
-Run as programs with a stand-in ``atheris`` module that records what was
-already imported when its ``instrument_imports`` block began and what the
-block imported; its ``Setup``/``Fuzz`` do nothing.
+Run as programs (``tests/`` on their ``PYTHONPATH``, as every caller runs them) with a
+stand-in ``atheris`` module that records what was already imported when its
+``instrument_imports`` block began and what the block imported; its
+``Setup``/``Fuzz`` do nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.fuzzing import gcc_asan_preloaded
+from helpers.paths import env_with_helpers
 
 HERE = Path(__file__).resolve().parent
 
@@ -50,6 +52,7 @@ def test_bertembed_is_first_imported_inside_the_instrumenting_block(tmp_path, sc
         text=True,
         timeout=300,
         cwd=tmp_path,
+        env=env_with_helpers(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.split("SEEN", 1)[1].splitlines()[0])

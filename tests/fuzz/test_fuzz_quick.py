@@ -63,10 +63,10 @@ def test_the_oracle_rejects_a_wrong_int8_dequantisation(monkeypatch):
     """The kernel reading int8 rows without their offsets is reported, though
     the layer keeps (and the oracle reads) the right scales and offsets."""
     from bertembed import _layer
-    from bertembed._core import tables as T
+    from bertembed._core.dtypes import I8
 
     def no_offsets(tables):
-        if tables.tok.kind != T.I8:
+        if tables.tok.kind != I8:
             return tables
         scale = tables.tok.scale.copy()
         scale[:, 1] = 0.0

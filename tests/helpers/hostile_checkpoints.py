@@ -3,7 +3,7 @@
 Nothing is committed but this script: ``build(root)`` writes every case under
 `root` (one model directory per case) and returns the list of cases. Each
 case is loaded with ``BertEmbeddings.from_pretrained`` in a worker process
-(``python tests/helpers/hostile_checkpoints.py run <root>``) under an address-space
+(``python -m helpers.hostile_checkpoints run <root>``) under an address-space
 limit where Linux sets one, with a per-case time bound (``helpers.time_bound``);
 the worker prints one JSON line when a case starts and one when it ends, so
 that a crash or a hang is pinned to its case.
@@ -19,10 +19,10 @@ Categories: header arithmetic, JSON depth and size, special files and links,
 zip structure and bombs, pickle opcodes, strides and offsets, config values,
 and the must-load look-alikes.
 
-Usage::
+Usage (a module of the ``helpers`` package: ``tests/`` on ``PYTHONPATH``, run with ``-m``)::
 
-    python tests/helpers/hostile_checkpoints.py build DIR    # write the corpus, print the case count
-    python tests/helpers/hostile_checkpoints.py run DIR [N]  # load the cases from number N on
+    PYTHONPATH=tests python -m helpers.hostile_checkpoints build DIR    # write the corpus, print the case count
+    PYTHONPATH=tests python -m helpers.hostile_checkpoints run DIR [N]  # load the cases from number N on
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for helpers
 from helpers.time_bound import time_bound
 from helpers.weights import (
     ORDERED_DICT,

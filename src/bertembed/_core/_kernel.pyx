@@ -769,7 +769,7 @@ def convert_rows(object src, object dst, Py_ssize_t start, Py_ssize_t stop, int 
 
 # ---------------------------------------------------------------------------------------
 # For tests and diagnostics only: nothing in the package calls these. They read
-# or drive the automatic thread choice directly (tests/core/test_auto_threads.py,
+# or drive the automatic thread choice directly (tests/core/runtime/test_auto_threads.py,
 # benchmarks/thread_choice.py, the performance page).
 
 

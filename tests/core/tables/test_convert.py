@@ -20,7 +20,7 @@ from helpers.table_conversion import convert as twin_convert
 from helpers.table_conversion import float32_to_bfloat16_bits
 
 from bertembed import BertEmbeddings
-from bertembed._core import tables as T
+from bertembed._core import tables
 
 ml_dtypes = needs("ml_dtypes", "bfloat16")
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -78,11 +78,11 @@ def _source(values, kind):
 
 def _table(data, kind, scale=None):
     if kind == "int8":
-        return T.Table(data, T.I8, scale)
-    return T.as_table("token_embeddings", data)
+        return tables.Table(data, tables.I8, scale)
+    return tables.as_table("token_embeddings", data)
 
 
-def _assert_same(got: T.Table, want, target):
+def _assert_same(got: tables.Table, want, target):
     data, scale = want
     assert got.dtype_name == target
     gd = np.asarray(got.data)
@@ -114,12 +114,12 @@ def test_every_source_and_target_equals_the_twin(source, target, threads):
             data, scale = _source(_values(rng, shape, hard=hard), source)
             table = _table(data, source, scale)
             if target == source:
-                assert T.convert(table, "t", target) is table
+                assert tables.convert(table, "t", target) is table
                 continue
             want = twin_convert(
                 np.asarray(data).view(np.uint16) if source == "bfloat16" else data, source, target, scale
             )
-            _assert_same(T.convert(table, "t", target, num_threads=threads), want, target)
+            _assert_same(tables.convert(table, "t", target, num_threads=threads), want, target)
 
 
 def test_float64_to_float16_rounds_once():
@@ -128,7 +128,7 @@ def test_float64_to_float16_rounds_once():
     ties = 1 + ulp16 / 2 + np.array([2.0**-40, -(2.0**-40), 2.0**-30, 0.0])
     sub = 2.0**-24 * (np.array([0.5, 1.5, 2.5, 0.5 + 2.0**-30, 1023.5, 1023.75]))
     values = np.concatenate([ties, -ties, sub, -sub, [65519.999999, 65520.0, np.inf, -np.inf, np.nan]])
-    got = T.convert(T.as_table("t", values.reshape(1, -1)), "t", "float16")
+    got = tables.convert(tables.as_table("t", values.reshape(1, -1)), "t", "float16")
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(got.data[0], values.astype(np.float16))
 
@@ -136,7 +136,7 @@ def test_float64_to_float16_rounds_once():
 def test_bfloat16_matches_ml_dtypes():
     rng = np.random.default_rng(3)
     values = (rng.standard_normal((7, 333)) * 10.0 ** rng.integers(-40, 38, (7, 1))).astype(np.float32)
-    got = T.convert(T.as_table("t", values), "t", "bfloat16")
+    got = tables.convert(tables.as_table("t", values), "t", "bfloat16")
     np.testing.assert_array_equal(got.data.view(np.uint16), values.astype(BF16).view(np.uint16))
 
 
@@ -144,7 +144,7 @@ def test_bfloat16_matches_ml_dtypes():
 def test_empty_tables(target):
     for kind in ("float32", "float64", "float16", "bfloat16"):
         data, _ = _source(np.zeros((0, 5)), kind)
-        got = T.convert(_table(data, kind), "t", target)
+        got = tables.convert(_table(data, kind), "t", target)
         assert got.data.shape == (0, 5) and got.dtype_name == target
         if target == "int8":
             assert got.scale.shape == (0, 2)
@@ -175,12 +175,12 @@ def test_non_contiguous_and_byte_swapped_tables(target):
 
 
 def test_several_blocks_with_progress(monkeypatch):
-    monkeypatch.setattr(T, "_BLOCK_BYTES", 64 * 4 * 7)  # 7 rows a block
+    monkeypatch.setattr(tables, "_BLOCK_BYTES", 64 * 4 * 7)  # 7 rows a block
     rng = np.random.default_rng(7)
     values = rng.standard_normal((100, 64)).astype(np.float32)
     seen = []
-    got = T.convert(
-        T.as_table("t", values),
+    got = tables.convert(
+        tables.as_table("t", values),
         "token_embeddings",
         "int8",
         progress=lambda done, total, label: seen.append((done, total, label)),
@@ -193,7 +193,7 @@ def test_several_blocks_with_progress(monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_values_name_the_table_and_first_row(bad, threads, monkeypatch):
-    monkeypatch.setattr(T, "_BLOCK_BYTES", 16 * 4 * 10)  # 10 rows a block: the bad rows in later blocks
+    monkeypatch.setattr(tables, "_BLOCK_BYTES", 16 * 4 * 10)  # 10 rows a block: the bad rows in later blocks
     rng = np.random.default_rng(11)
     for source in ("float32", "float64", "float16", "bfloat16"):
         values = rng.standard_normal((60, 16))
@@ -206,9 +206,9 @@ def test_non_finite_values_name_the_table_and_first_row(bad, threads, monkeypatc
             match=r"^cannot quantise a table holding NaN or inf to int8: "
             r"token_embeddings row 23 holds one$",
         ):
-            T.convert(_table(data, source), "token_embeddings", "int8", num_threads=threads)
+            tables.convert(_table(data, source), "token_embeddings", "int8", num_threads=threads)
         # Other targets keep them.
-        got = T.convert(_table(data, source), "token_embeddings", "float16", num_threads=threads)
+        got = tables.convert(_table(data, source), "token_embeddings", "float16", num_threads=threads)
         assert np.isnan(got.data[23, 5]) if np.isnan(bad) else got.data[23, 5] == bad
 
 
@@ -227,7 +227,7 @@ def test_a_range_too_wide_for_a_float32_scale_is_refused():
         match=r"^cannot quantise token_embeddings to int8: row 1 spans -1e\+300 to "
         r"1e\+300, too wide a range for a float32 scale$",
     ):
-        T.convert(T.as_table("t", tok), "token_embeddings", "int8")
+        tables.convert(tables.as_table("t", tok), "token_embeddings", "int8")
     with pytest.raises(ValueError, match="too wide a range"):
         twin_convert(tok, "float64", "int8")
 
@@ -236,7 +236,7 @@ def test_quantised_rows_keep_their_promises():
     """Every element within a step of its row; each row's mean error removed; its whole range used."""
     rng = np.random.default_rng(13)
     values = rng.standard_normal((50, 384)) * rng.uniform(0.001, 10, (50, 1)) + rng.uniform(-5, 5, (50, 1))
-    got = T.convert(T.as_table("t", values), "t", "int8")
+    got = tables.convert(tables.as_table("t", values), "t", "int8")
     q, scale = got.data, got.scale.astype(np.float64)
     err = q * scale[:, :1] + scale[:, 1:] - values
     assert (np.abs(err) <= scale[:, :1] * (1 + 1e-5)).all()
@@ -249,18 +249,18 @@ def test_quantised_rows_keep_their_promises():
     reason="free-threaded build: there is no GIL to release",
 )
 def test_conversion_releases_the_gil():
-    from test_threads import _longest_stall
+    from helpers.gil import longest_stall
 
     from bertembed._core import _kernel
 
     values = np.random.default_rng(17).standard_normal((20000, 768)).astype(np.float32)
-    src = T.Table(values, T.F32)
-    dst = T.Table(np.empty(values.shape, np.int8), T.I8, np.empty((20000, 2), np.float32))
+    src = tables.Table(values, tables.F32)
+    dst = tables.Table(np.empty(values.shape, np.int8), tables.I8, np.empty((20000, 2), np.float32))
 
     def convert():
         for _ in range(2):
             _kernel.convert_rows(src, dst, 0, values.shape[0], 1)
 
     convert()  # warm-up: the result's pages
-    fractions = [(lambda d, s: s / d)(*_longest_stall(convert)) for _ in range(3)]
+    fractions = [(lambda d, s: s / d)(*longest_stall(convert)) for _ in range(3)]
     assert min(fractions) < 0.5, f"another Python thread stalled for most of each conversion: {fractions}"

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers.extras import why
+from helpers.gil import longest_stall
 from helpers.reference import reference
 
 import bertembed
@@ -168,40 +169,6 @@ def test_concurrent_errors_do_not_disturb_other_callers():
 # --------------------------------------------------------------- GIL release
 
 
-def _longest_stall(fn) -> tuple[float, float]:
-    """Run ``fn`` while another Python thread spins; return (duration, longest stall).
-
-    The spinning thread needs the GIL for every iteration. The longest
-    stretch inside ``fn``'s run during which it made no progress is close to
-    the whole duration when ``fn`` holds the GIL, and short when it releases it.
-    """
-    stop = threading.Event()
-    running = threading.Event()
-    stalls: list[tuple[float, float]] = []
-
-    def spinner():
-        clock = time.perf_counter
-        last = clock()
-        running.set()
-        while not stop.is_set():
-            now = clock()
-            if now - last > 0.001:
-                stalls.append((last, now))
-            last = now
-
-    t = threading.Thread(target=spinner)
-    t.start()
-    running.wait()
-    time.sleep(0.02)
-    t0 = time.perf_counter()
-    fn()
-    t1 = time.perf_counter()
-    stop.set()
-    t.join()
-    longest = max((min(b, t1) - max(a, t0) for a, b in stalls if b > t0 and a < t1), default=0.0)
-    return t1 - t0, longest
-
-
 @pytest.mark.skipif(
     not getattr(sys, "_is_gil_enabled", lambda: True)(), reason="free-threaded build: there is no GIL to release"
 )
@@ -225,7 +192,7 @@ def test_kernel_releases_the_gil():
     kernel()  # warm-up: page in the tables and `out`
     fractions = []
     for _ in range(5):
-        duration, stall = _longest_stall(kernel)
+        duration, stall = longest_stall(kernel)
         fractions.append(stall / duration)
     # Control: a C loop that holds the GIL, of similar length.
     n = 1_000_000
@@ -235,7 +202,7 @@ def test_kernel_releases_the_gil():
         if time.perf_counter() - t > duration / 2 or n > 10**9:
             break
         n *= 2
-    control = [(lambda d, s: s / d)(*_longest_stall(lambda: sum(range(n)))) for _ in range(2)]
+    control = [(lambda d, s: s / d)(*longest_stall(lambda: sum(range(n)))) for _ in range(2)]
     assert max(control) > 0.5, f"the stall detector failed to see a GIL holder: {control}"
     assert min(fractions) < 0.5, f"another Python thread stalled for most of each kernel call: {fractions}"
 
