@@ -206,6 +206,14 @@ static void be_store_fence(void) {
 
 typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 
+/* Functions the row bodies want inlined whatever the compiler's estimate
+   (the kinds and row counts they are called with are then constants). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define BE_ALWAYS_INLINE __forceinline
+#else
+#define BE_ALWAYS_INLINE inline __attribute__((always_inline))
+#endif
+
 #define BE_CAT2(a, b) a##_##b
 #define BE_CAT(a, b)  BE_CAT2(a, b)
 #define BE_FN(name)   BE_CAT(name, BE_SUFFIX)
