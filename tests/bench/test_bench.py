@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import bertembed
-from bertembed._bench import cases, data, memory, report, runner, spawn, subject, timing
+from bertembed._bench import cases, data, memory, report, runner, schema, spawn, subject, timing
 from bertembed._bench.cases import Goal
 from bertembed._bench.data import Case, Peer
 
@@ -310,12 +310,18 @@ def test_a_wrong_int8_kernel_is_a_mismatch(monkeypatch):
 
 
 def test_tables_family_and_its_goals():
+    isas = cases.runnable_isas()
+    assert isas[0] == "baseline" and len(isas) >= 1
     names = [c.name for c in cases.family("tables")]
-    assert names == [c.name for c in cases.TABLE_CASES] and len(names) == 12
-    big = [c for c in cases.TABLE_CASES if c.V == cases.BIG_VOCAB]
-    assert {(c.batch, c.seq) for c in big} == {(32, 512), (8, 128)}
-    assert {c.table_dtype for c in big} == {None, "bfloat16", "int8"}
-    assert all("V250k" in c.name for c in big)
+    assert names == [c.name for c in cases.TABLE_CASES if c.isa in isas] and len(names) == 12 * len(isas)
+    assert len(cases.TABLE_CASES) == 12 * len(cases.TABLE_ISAS)
+    for isa in cases.TABLE_ISAS:
+        mine = [c for c in cases.TABLE_CASES if c.isa == isa]
+        assert len(mine) == 12 and all(c.name.endswith(f"-{isa}") for c in mine)
+        big = [c for c in mine if c.V == cases.BIG_VOCAB]
+        assert {(c.batch, c.seq) for c in big} == {(32, 512), (8, 128)}
+        assert {c.table_dtype for c in big} == {None, "bfloat16", "int8"}
+        assert all("V250k" in c.name for c in big)
     # Fresh ids at every call: never the name of a default case (whose goals would judge it).
     assert not set(names) & {c.name for c in cases.DEFAULT_CASES}
     assert all(c.id_sets * c.batch * c.seq >= cases.TABLE_ROWS_PER_CYCLE for c in cases.TABLE_CASES)
@@ -323,22 +329,49 @@ def test_tables_family_and_its_goals():
     with pytest.raises(ValueError, match="unknown case family"):
         cases.family("nope")
     keys = {g.key: g for g in cases.GOALS}
-    goal = keys["int8-1.3x-V250k-B8-S128"]
-    assert (goal.case, goal.numerator_case, goal.bound) == ("f32-ln-V250k-i8-B8-S128", "f32-ln-V250k-B8-S128", 1.3)
-    assert keys["bfloat16-1.2x-V250k-B32-S512"].bound == 1.2
+    goal = keys["int8-1.3x-V250k-B8-S128-avx2"]
+    assert (goal.case, goal.numerator_case, goal.bound) == (
+        "f32-ln-V250k-i8-B8-S128-avx2",
+        "f32-ln-V250k-B8-S128-avx2",
+        1.3,
+    )
+    assert keys["bfloat16-1.2x-V250k-B32-S512-baseline"].bound == 1.2
+    # One goal per row kernel per table goal; BERT-base tables: never slower than float32.
+    for isa in cases.TABLE_ISAS:
+        mine = [g for g in cases.GOALS if g.key.endswith(f"-{isa}")]
+        assert len(mine) == 8, isa
+        assert {g.bound for g in mine if "V30k" in g.key} == {1.0}
+
+
+def test_a_case_for_another_row_kernel_is_unavailable_not_timed():
+    other = "neon" if cases.runnable_isas()[-1] != "neon" else "avx2"
+    case = Case("tiny-isa", "float32", True, 2, 5, isa=other, **TINY)
+    for scenario in ("isolated", "shared-process"):
+        [r] = _run([case], [], scenario=scenario, threads=1)
+        assert r["skipped"]["bertembed"]["status"] == "unavailable", r
+        assert "row kernel" in r["skipped"]["bertembed"]["reason"]
+        assert r["isa"] == case.isa
+
+
+@pytest.mark.parametrize("isa", ["baseline"])
+def test_a_case_runs_with_its_row_kernel(isa):
+    case = Case(f"tiny-{isa}", "float32", True, 2, 5, isa=isa, **TINY)
+    [r] = _run([case], [], scenario="isolated", threads=1)
+    assert r["timings"]["bertembed"]["median_s"] > 0, r["skipped"]
+    assert schema.parse([r]).cases[0].isa == isa
 
 
 def test_table_dtypes_report():
-    big = {"V": 250_002, "batch": 8}
+    big = {"V": 250_002, "batch": 8, "isa": "avx2"}
     results = [
-        _fake("f32-ln-V250k-B8-S128", **big, bertembed=3e-3),
-        _fake("f32-ln-V250k-bf16-B8-S128", table_dtype="bfloat16", **big, bertembed=2e-3),
-        _fake("f32-ln-V250k-i8-B8-S128", table_dtype="int8", **big, bertembed=4e-3),
+        _fake("f32-ln-V250k-B8-S128-avx2", **big, bertembed=3e-3),
+        _fake("f32-ln-V250k-bf16-B8-S128-avx2", table_dtype="bfloat16", **big, bertembed=2e-3),
+        _fake("f32-ln-V250k-i8-B8-S128-avx2", table_dtype="int8", **big, bertembed=4e-3),
         _fake("f32-ln-B8-S128", batch=8, bertembed=1e-3),
     ]
     runner.evaluate_goals(results)
-    assert results[1]["goals"]["bfloat16-1.2x-V250k-B8-S128"]["ratio"] == pytest.approx(1.5)
-    assert results[2]["goals"]["int8-1.3x-V250k-B8-S128"]["met"] is False
+    assert results[1]["goals"]["bfloat16-1.2x-V250k-B8-S128-avx2"]["ratio"] == pytest.approx(1.5)
+    assert results[2]["goals"]["int8-1.3x-V250k-B8-S128-avx2"]["met"] is False
     text = report.format_table_dtypes(results)
     assert "1.50" in text and "0.75" in text and "183 MiB" in text and "f32-ln-B8-S128" not in text
     assert report.format_table_dtypes(results[3:]) == ""
@@ -347,9 +380,9 @@ def test_table_dtypes_report():
 # --------------------------------------------------------------------------- goals
 
 
-def _fake(name, *, table_dtype=None, V=30522, batch=1, **medians):
+def _fake(name, *, table_dtype=None, V=30522, batch=1, isa=None, **medians):
     """A case's record as the runner writes it, from made-up medians (``take`` unavailable)."""
-    case = Case(name, "float32", True, batch, 128, V=V, table_dtype=table_dtype)
+    case = Case(name, "float32", True, batch, 128, V=V, table_dtype=table_dtype, isa=isa)
     variants = [(data.Variant(n, None if n == "bertembed" else 1), None) for n in [*medians, "take"]]
     measured = {
         v.label: {

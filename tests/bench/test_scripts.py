@@ -154,6 +154,20 @@ def test_table_conversion_quick(tmp_path):
     assert set(modes) == {"copy", "int8", "bfloat16", "float16"}
     # The int8 table is a quarter of the float32 one (plus its scales): the child measured the right result.
     assert modes["int8"]["result_bytes"] * 4 == modes["copy"]["result_bytes"]
+    assert [g["key"] for g in json.loads(out.read_text())["goals"]] == [
+        f"int8-conversion-1.5x-{modes['int8']['runs'][0]['isa']}"
+    ]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak RSS via /proc")
+def test_table_conversion_per_row_kernel(tmp_path):
+    out = tmp_path / "conversion.json"
+    stdout = run_script("table_conversion.py", "--quick", "--vocab", "2000", "--isa", "baseline", "--json", out)
+    assert "int8@baseline" in stdout and "int8-conversion-1.5x-baseline" in stdout
+    result = json.loads(out.read_text())
+    assert set(result["modes"]) == {"copy", "int8@baseline", "bfloat16@baseline", "float16@baseline"}
+    [goal] = result["goals"]
+    assert goal["isa"] == "baseline" and goal["bound"] == 1.5 and goal["ratio"] > 0
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 
 Two families: ``default`` (:data:`DEFAULT_CASES`, bertembed against its
 peers) and ``tables`` (:data:`TABLE_CASES`, float32, bfloat16 and int8
-token tables of a BERT-base and of a 250k-row vocabulary side by side).
+token tables of a BERT-base and of a 250k-row vocabulary side by side, for
+each row kernel, ``BERTEMBED_ISA``, this machine runs).
 """
 
 from __future__ import annotations
@@ -19,6 +20,20 @@ BIG_VOCAB = 250_002
 TABLE_SHAPES = ((32, 512), (8, 128))
 #: The token-table dtypes the ``tables`` family compares (None: float32, as given).
 TABLE_KINDS = (None, "bfloat16", "int8")
+#: The row kernels (``BERTEMBED_ISA``) the ``tables`` family is measured with,
+#: each the machine runs and the build holds (:func:`runnable_isas`).
+TABLE_ISAS = ("baseline", "avx2", "avx512", "neon")
+
+
+def runnable_isas() -> list[str]:
+    """The row kernels this build holds, narrowest first, up to the one this
+    process runs (the widest the CPU runs, unless ``BERTEMBED_ISA`` caps it)."""
+    from .._core import _kernel
+
+    info = _kernel.build_info()
+    built = list(info["isas"])  # type: ignore[call-overload]
+    chosen = str(info["isa"])
+    return built[: built.index(chosen) + 1] if chosen in built else built
 
 
 def make_case(
@@ -30,6 +45,7 @@ def make_case(
     table_dtype: str | None = None,
     vocab: int = BERT_BASE_VOCAB,
     id_sets: int = 1,
+    isa: str | None = None,
 ) -> Case:
     """A BERT-base-shaped case named ``f32-ln-B8-S128``, ``f64-sum-out-B32-S512``, ...
 
@@ -50,6 +66,9 @@ def make_case(
         :class:`~bertembed._bench.data.Case`). Such a case always names its
         token rows (``f32-ln-V30k-B8-S128``), so that it never shares a name
         with a case that calls with the same ids every time.
+    isa : str, optional
+        The row kernel its processes run (``BERTEMBED_ISA``), named last
+        (``f32-ln-V250k-i8-B8-S128-avx2``).
 
     Returns
     -------
@@ -63,13 +82,15 @@ def make_case(
     'f32-ln-V250k-i8-B8-S128'
     >>> make_case("float32", True, 8, 128, id_sets=256).name
     'f32-ln-V30k-B8-S128'
+    >>> make_case("float32", True, 8, 128, table_dtype="int8", vocab=250_002, isa="avx2").name
+    'f32-ln-V250k-i8-B8-S128-avx2'
     """
     short = {"float32": "f32", "float64": "f64"}
     kind = "ln" if layer_norm else "sum"
     rows = "" if vocab == BERT_BASE_VOCAB and id_sets == 1 else f"-V{vocab // 1000}k"
     tables = {None: "", "bfloat16": "-bf16", "float16": "-f16", "int8": "-i8"}[table_dtype]
-    name = f"{short[dtype]}-{kind}{rows}{tables}{'-out' if out else ''}-B{batch}-S{seq}"
-    return Case(name, dtype, layer_norm, batch, seq, out, V=vocab, table_dtype=table_dtype, id_sets=id_sets)
+    name = f"{short[dtype]}-{kind}{rows}{tables}{'-out' if out else ''}-B{batch}-S{seq}{'-' + isa if isa else ''}"
+    return Case(name, dtype, layer_norm, batch, seq, out, V=vocab, table_dtype=table_dtype, id_sets=id_sets, isa=isa)
 
 
 #: The goal rows first, then a float32 + LayerNorm batch sweep at
@@ -90,27 +111,29 @@ DEFAULT_CASES: list[Case] = [
 TABLE_ROWS_PER_CYCLE = 2**18
 
 
-def table_case(batch: int, seq: int, kind: str | None, vocab: int, out: bool = False) -> Case:
+def table_case(batch: int, seq: int, kind: str | None, vocab: int, out: bool = False, isa: str | None = None) -> Case:
     """A case of the ``tables`` family: float32 + LayerNorm, ``kind`` token tables, fresh ids at each call.
 
     Examples
     --------
-    >>> c = table_case(8, 128, "int8", BIG_VOCAB)
-    >>> c.name, c.id_sets * c.batch * c.seq >= TABLE_ROWS_PER_CYCLE
-    ('f32-ln-V250k-i8-B8-S128', True)
+    >>> c = table_case(8, 128, "int8", BIG_VOCAB, isa="avx2")
+    >>> c.name, c.isa, c.id_sets * c.batch * c.seq >= TABLE_ROWS_PER_CYCLE
+    ('f32-ln-V250k-i8-B8-S128-avx2', 'avx2', True)
     """
     sets = -(-TABLE_ROWS_PER_CYCLE // (batch * seq))
-    return make_case("float32", True, batch, seq, out, table_dtype=kind, vocab=vocab, id_sets=sets)
+    return make_case("float32", True, batch, seq, out, table_dtype=kind, vocab=vocab, id_sets=sets, isa=isa)
 
 
 #: The ``tables`` family: float32 + LayerNorm with float32, bfloat16 and int8
 #: tables, uniformly random ids (fresh ones at each call: the calls cycle
 #: through :data:`TABLE_ROWS_PER_CYCLE` rows' worth of id sets), for the
 #: BERT-base table (89 MiB in float32) and a 250,002-row one (732 MiB), at
-#: each of :data:`TABLE_SHAPES`. Whether a table fits the last-level cache
-#: then decides, not whether one batch's rows do.
+#: each of :data:`TABLE_SHAPES`, with each row kernel of :data:`TABLE_ISAS`
+#: (:func:`family` keeps those the machine runs). Whether a table fits the
+#: last-level cache then decides, not whether one batch's rows do.
 TABLE_CASES: list[Case] = [
-    table_case(b, s, kind, vocab)
+    table_case(b, s, kind, vocab, isa=isa)
+    for isa in TABLE_ISAS
     for vocab in (BERT_BASE_VOCAB, BIG_VOCAB)
     for b, s in TABLE_SHAPES
     for kind in TABLE_KINDS
@@ -126,12 +149,13 @@ def family(name: str) -> list[Case]:
     Examples
     --------
     >>> [c.name for c in family("tables")][:3]
-    ['f32-ln-V30k-B32-S512', 'f32-ln-V30k-bf16-B32-S512', 'f32-ln-V30k-i8-B32-S512']
+    ['f32-ln-V30k-B32-S512-baseline', 'f32-ln-V30k-bf16-B32-S512-baseline', 'f32-ln-V30k-i8-B32-S512-baseline']
     """
     if name == "default":
         return list(DEFAULT_CASES)
     if name == "tables":
-        return list(TABLE_CASES)
+        isas = runnable_isas()
+        return [c for c in TABLE_CASES if c.isa is None or c.isa in isas]
     raise ValueError(f"unknown case family {name!r}; known: {', '.join(FAMILIES)}")
 
 
@@ -162,6 +186,15 @@ class Goal:
 
 
 _PEERS_LN = ("onnxruntime", "torch")
+
+#: The ``tables`` family's goals, for every row kernel: float32-table time /
+#: narrow-table time at least this, by token rows. A 250k-row table is read
+#: from memory (the narrower, the fewer bytes); a BERT-base table must never
+#: be slower narrow than float32.
+TABLE_GOALS: dict[int, tuple[tuple[str, float], ...]] = {
+    BIG_VOCAB: (("bfloat16", 1.2), ("int8", 1.3)),
+    BERT_BASE_VOCAB: (("bfloat16", 1.0), ("int8", 1.0)),
+}
 
 #: The performance goals (the docs' performance page) that timing can measure (the
 #: memory rows are :data:`PEAK_MEMORY_GOAL` and benchmarks/run.py). The
@@ -235,16 +268,19 @@ GOALS: list[Goal] = [
     ),
     *(
         Goal(
-            f"{kind}-{bound:g}x-V250k-B{b}-S{s}",
-            f"float32 + LayerNorm, 250k x 768 tables, B={b} S={s}: float32 tables / {kind} tables (bertembed)",
-            make_case("float32", True, b, s, table_dtype=kind, vocab=BIG_VOCAB).name,
+            f"{kind}-{bound:g}x-V{vocab // 1000}k-B{b}-S{s}-{isa}",
+            f"float32 + LayerNorm, {vocab // 1000}k x 768 tables, B={b} S={s}, {isa} kernel: "
+            f"float32 tables / {kind} tables (bertembed)",
+            table_case(b, s, kind, vocab, isa=isa).name,
             (BERTEMBED,),
             (BERTEMBED,),
             bound,
-            numerator_case=make_case("float32", True, b, s, vocab=BIG_VOCAB).name,
+            numerator_case=table_case(b, s, None, vocab, isa=isa).name,
         )
+        for isa in TABLE_ISAS
+        for vocab, bounds in TABLE_GOALS.items()
         for b, s in TABLE_SHAPES
-        for kind, bound in (("bfloat16", 1.2), ("int8", 1.3))
+        for kind, bound in bounds
     ),
 ]
 

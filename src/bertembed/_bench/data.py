@@ -56,6 +56,12 @@ class Case:
         checked on), so that the rows a call reads were not read by the
         calls just before it: the table, not the rows of one batch, is what
         must fit in the cache.
+    isa : str, optional
+        The row kernel (``BERTEMBED_ISA``: ``baseline``, ``avx2``,
+        ``avx512``, ``neon``) the case is measured with: its processes run
+        with that variable set, and a process whose kernel is another (the
+        CPU or the build lacks it) reports the case as unavailable. None:
+        the kernel the process picks.
     """
 
     name: str
@@ -69,6 +75,7 @@ class Case:
     H: int = 768
     table_dtype: str | None = None
     id_sets: int = 1
+    isa: str | None = None
 
     @property
     def result_bytes(self) -> int:

@@ -33,6 +33,21 @@ class Skip(Exception):
         return {"status": self.status, "reason": self.reason}
 
 
+def check_isa(case: Case) -> None:
+    """Raise :class:`Skip` (unavailable) unless this process runs the row kernel ``case.isa`` (None: any)."""
+    if case.isa is None:
+        return
+    from .._core import _kernel
+
+    running = _kernel.build_info()["isa"]
+    if running != case.isa:
+        raise Skip(
+            "unavailable",
+            f"this process runs the {running} row kernel, not {case.isa} (BERTEMBED_ISA={case.isa} "
+            "names a kernel this CPU or build lacks, or the scenario cannot switch kernels)",
+        )
+
+
 def peer_ref(peer: Peer) -> dict[str, Any]:
     """How a child process finds ``peer``: by name if it is a known peer, else by import path.
 

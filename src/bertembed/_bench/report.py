@@ -189,7 +189,7 @@ def format_table_dtypes(results: Results) -> str:
     -------
     str
         One row per case with a ``table_dtype`` whose float32-table twin
-        (same rows, shape and result dtype) was run: the token table's size,
+        (same rows, shape, result dtype and row kernel) was run: the token table's size,
         bertembed's median and ``float32-table median / this median`` (above
         1: the narrower table is faster), and the same ratio of the fastest
         samples. Empty when there is no such pair.
@@ -199,7 +199,7 @@ def format_table_dtypes(results: Results) -> str:
     run = as_run(results)
 
     def key(r: CaseResult) -> tuple[Any, ...]:
-        return (r.V, r.H, r.batch, r.seq, r.dtype, r.layer_norm, r.out)
+        return (r.V, r.H, r.batch, r.seq, r.dtype, r.layer_norm, r.out, r.isa)
 
     plain = {key(r): r for r in run.cases if r.table_dtype is None and r.measured}
     rows = []

@@ -38,7 +38,7 @@ from .._core import _kernel
 from .cases import DEFAULT_CASES, GOALS, Goal
 from .data import BERTEMBED, BERTEMBED_T, SCENARIOS, Case, Context, Peer, Variant, make_inputs
 from .machine import machine_info
-from .measure import Skip, build_variant, peer_ref
+from .measure import Skip, build_variant, check_isa, peer_ref
 from .peers import resolve_peers
 from .schema import SCHEMA_VERSION, parse
 from .spawn import run_child
@@ -144,6 +144,8 @@ def _measure_isolated(
             else:
                 spec["expected"] = str(expected)
             env = {"OMP_NUM_THREADS": str(threads)} if peer is None else {}
+            if case.isa is not None:
+                env["BERTEMBED_ISA"] = case.isa
             try:
                 result = run_child(_WORKER_CODE, [json.dumps(spec)], env=env, paths=paths)
             except RuntimeError as exc:
@@ -178,6 +180,7 @@ def _measure_shared(
     mine = Variant(BERTEMBED, None)
     measured: dict[str, dict[str, Any]] = {}
     try:
+        check_isa(case)  # (one process: the kernel it picked at import)
         contender, got = build_variant(case, inputs, mine, None, Context(threads, stack, cache))
     except Skip as skip:
         measured[BERTEMBED] = skip.as_dict()

@@ -12,7 +12,8 @@ The file is a JSON list with one record per case (``bertembed bench
 --json``), or an object ``{"results": [...], "peak_memory": [...]}``
 (``benchmarks/run.py --json``). A record holds the case
 (``name``, ``dtype``, ``layer_norm``, ``batch``, ``seq``, ``out``,
-``table_dtype``, ``V``, ``P``, ``H``), how it was measured (``scenario``,
+``table_dtype``, ``V``, ``P``, ``H``, and ``isa``, the row kernel it ran,
+absent or null for the process's own), how it was measured (``scenario``,
 ``threads``: T, ``repeats``), ``variants`` (every contender at every thread
 count: ``contender``, ``threads``, ``status`` and its timing or ``reason``),
 ``timings`` (per contender, its fastest variant: ``median_s``, ``min_s``,
@@ -147,6 +148,8 @@ class CaseResult:
     machine: dict[str, Any]
     bertembed_threads: int | None
     schema_version: int
+    #: The row kernel (``BERTEMBED_ISA``) the case was measured with; None: the process's own.
+    isa: str | None = None
 
     @property
     def measured(self) -> bool:
@@ -404,6 +407,7 @@ def _case(source: str, hint: bool, index: int, row: Any) -> CaseResult:
         machine=dict(r.get("machine", "object")),
         bertembed_threads=r.get("bertembed_threads", "int?", required=full),
         schema_version=version,
+        isa=r.get("isa", "str?", required=False),
     )
 
 

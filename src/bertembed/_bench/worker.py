@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .data import BERTEMBED, Case, Context, Variant, make_inputs
-from .measure import Skip, build_variant, load_peer
+from .measure import Skip, build_variant, check_isa, load_peer
 from .spawn import emit
 from .subject import automatic_threads
 from .timing import time_interleaved
@@ -44,6 +44,10 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("expected"):
         expected = np.load(spec["expected"], mmap_mode="r", allow_pickle=False)
     result: dict[str, Any] = {"pid": os.getpid()}
+    try:
+        check_isa(case)
+    except Skip as skip:
+        return {**result, **skip.as_dict()}
     with contextlib.ExitStack() as stack:
         ctx = Context(variant.threads or spec["T"], stack)
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,33 @@ from .plot import plot_results, require_matplotlib
 
 
 def select_cases(cases: Sequence[Any], pattern: str | None) -> list[Any]:
-    """The cases whose name or label contains ``pattern`` (case-insensitive)."""
+    """The cases whose name or label contains ``pattern``, or one of its comma-separated parts (case-insensitive)."""
     chosen = list(cases)
     if pattern:
-        needle = pattern.lower()
-        chosen = [c for c in chosen if needle in _case_text(c).lower()]
+        needles = [p.strip().lower() for p in pattern.split(",") if p.strip()]
+        chosen = [c for c in chosen if any(n in _case_text(c).lower() for n in needles)]
         if not chosen:
             names = ", ".join(_case_text(c) for c in cases)
             raise CLIError(f"--cases {pattern!r} matches none of the cases: {names}")
+    return chosen
+
+
+def select_isas(cases: Sequence[Any], isas: str | None) -> list[Any]:
+    """The cases for the row kernels ``isas`` (comma-separated): a case of one
+    of them is kept, one of another dropped, and one for no kernel in
+    particular is measured with each (named ``...-avx2``)."""
+    chosen = list(cases)
+    if isas:
+        names = [x.strip() for x in isas.split(",") if x.strip()]
+        unknown = [x for x in names if x not in bench_cases.TABLE_ISAS]
+        if unknown:
+            raise CLIError(f"--isa {isas!r}: unknown {', '.join(unknown)}; known: {', '.join(bench_cases.TABLE_ISAS)}")
+        chosen = []
+        for c in cases:
+            if c.isa is None:
+                chosen.extend(replace(c, name=f"{c.name}-{isa}", isa=isa) for isa in names)
+            elif c.isa in names:
+                chosen.append(c)
     return chosen
 
 
@@ -46,7 +66,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_out_dir(args.plot, "--plot")
     if args.json is not None:
         check_out_dir(args.json, "--json")
-    cases = select_cases(bench_cases.family(args.family), args.cases)
+    cases = select_cases(select_isas(bench_cases.family(args.family), args.isa), args.cases)
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 15)
     scenario = "shared-process" if args.shared_process else "isolated"
     kwargs: dict[str, Any] = {
@@ -94,7 +114,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--quick", action="store_true", help="3 repeats, one round: a smoke test (ratios printed, goals not judged)"
     )
-    bench.add_argument("--cases", metavar="SUBSTR", help="run only the cases whose name contains SUBSTR")
+    bench.add_argument(
+        "--cases",
+        metavar="SUBSTR",
+        help="run only the cases whose name contains SUBSTR (or one of a comma-separated list)",
+    )
+    bench.add_argument(
+        "--isa",
+        metavar="LIST",
+        help="comma-separated row kernels (BERTEMBED_ISA: baseline, avx2, avx512, neon) to measure with, each "
+        "in its own processes (default: the family's; 'tables' has one case per kernel this machine runs)",
+    )
     bench.add_argument(
         "--family",
         choices=bench_cases.FAMILIES,

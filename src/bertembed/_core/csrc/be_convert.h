@@ -207,6 +207,78 @@ static void be_extremes(const double *v, const float *f32, double *out_v, Py_ssi
     *z_out = z;
 }
 
+#if BE_MULTIVERSION
+/* be_extremes of a float32 row with AVX2, the row widened into out_v: one
+ * accumulator of four lanes, element e in lane e % 4 in order, which is
+ * the order of the SSE2 code's two accumulators of two lanes, reduced the
+ * same way (so the same lo and hi, down to the sign of a zero). */
+static BE_AVX2_ATTR void be_extremes_f32_avx2(const float *f32, double *out_v, Py_ssize_t H, double *lo_out,
+                                              double *hi_out, double *z_out) {
+    const __m256d first = _mm256_set1_pd((double)f32[0]);
+    __m256d lo4 = first, hi4 = first, z4 = _mm256_setzero_pd();
+    double l2[2], h2[2], z2[2], lo, hi, z;
+    Py_ssize_t i = 0, whole = H - H % 4;
+    for (; i + 8 <= whole; i += 8) {
+        __m256 x = _mm256_loadu_ps(f32 + i);
+        __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+        _mm256_storeu_pd(out_v + i, a);
+        _mm256_storeu_pd(out_v + i + 4, b);
+        lo4 = _mm256_min_pd(b, _mm256_min_pd(a, lo4));
+        hi4 = _mm256_max_pd(b, _mm256_max_pd(a, hi4));
+        z4 = _mm256_add_pd(_mm256_add_pd(z4, _mm256_sub_pd(a, a)), _mm256_sub_pd(b, b));
+    }
+    for (; i < whole; i += 4) {
+        __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(f32 + i));
+        _mm256_storeu_pd(out_v + i, a);
+        lo4 = _mm256_min_pd(a, lo4);
+        hi4 = _mm256_max_pd(a, hi4);
+        z4 = _mm256_add_pd(z4, _mm256_sub_pd(a, a));
+    }
+    _mm_storeu_pd(l2, _mm_min_pd(_mm256_castpd256_pd128(lo4), _mm256_extractf128_pd(lo4, 1)));
+    _mm_storeu_pd(h2, _mm_max_pd(_mm256_castpd256_pd128(hi4), _mm256_extractf128_pd(hi4, 1)));
+    _mm_storeu_pd(z2, _mm_add_pd(_mm256_castpd256_pd128(z4), _mm256_extractf128_pd(z4, 1)));
+    lo = l2[1] < l2[0] ? l2[1] : l2[0];
+    hi = h2[1] > h2[0] ? h2[1] : h2[0];
+    z = z2[0] + z2[1];
+    for (i = whole; i < H; i++) {
+        double x = (double)f32[i];
+        out_v[i] = x;
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+        z += x - x;
+    }
+    *lo_out = lo;
+    *hi_out = hi;
+    *z_out = z;
+}
+
+/* The quantising loop of be_quantize_row with AVX2 for i < the returned
+ * count (a multiple of 8): the same operations, each rounded as the scalar
+ * loop rounds it (a division, no fused multiply-add). */
+static BE_AVX2_ATTR Py_ssize_t be_quantize_avx2(const double *v, Py_ssize_t H, double lo, double scale, int8_t *q,
+                                                double *resid) {
+    const __m256d vlo = _mm256_set1_pd(lo), vs = _mm256_set1_pd(scale), magic = _mm256_set1_pd(4503599627370496.0);
+    const __m256d c128 = _mm256_set1_pd(128.0), c127 = _mm256_set1_pd(127.0);
+    Py_ssize_t i = 0;
+    for (; i + 8 <= H; i += 8) {
+        __m256d a = _mm256_loadu_pd(v + i), b = _mm256_loadu_pd(v + i + 4);
+        __m256d ka = _mm256_div_pd(_mm256_sub_pd(a, vlo), vs), kb = _mm256_div_pd(_mm256_sub_pd(b, vlo), vs);
+        __m128i qa, qb, q16;
+        ka = _mm256_sub_pd(_mm256_sub_pd(_mm256_add_pd(ka, magic), magic), c128);
+        kb = _mm256_sub_pd(_mm256_sub_pd(_mm256_add_pd(kb, magic), magic), c128);
+        ka = _mm256_min_pd(ka, c127); /* k < 127 ? k : 127, as the scalar loop's k > 127 ? 127 : k */
+        kb = _mm256_min_pd(kb, c127);
+        qa = _mm256_cvtpd_epi32(ka); /* exact: integers in [-128, 127] */
+        qb = _mm256_cvtpd_epi32(kb);
+        q16 = _mm_packs_epi32(qa, qb);
+        _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(q16, q16));
+        _mm256_storeu_pd(resid + i, _mm256_sub_pd(a, _mm256_mul_pd(ka, vs)));
+        _mm256_storeu_pd(resid + i + 4, _mm256_sub_pd(b, _mm256_mul_pd(kb, vs)));
+    }
+    return i;
+}
+#endif
+
 /* One row quantised: q (H int8) and so = (scale, offset). `v` is the row in
  * float64 and lo, hi, z its extremes (be_extremes); `resid` H doubles of
  * scratch (may be `v` itself). */
@@ -225,7 +297,11 @@ static int be_quantize_row(const double *v, Py_ssize_t H, double lo, double hi, 
         so[1] = (float)lo;
         return BE_CONV_OK;
     }
-    for (i = 0; i < H; i++) {
+    i = 0;
+#if BE_MULTIVERSION
+    if (be_level >= 1) i = be_quantize_avx2(v, H, lo, scale, q, resid); /* (resid may be v: read first) */
+#endif
+    for (; i < H; i++) {
         /* x is in [0, 2**52): the magic number rounds it to an integer
          * (nearest, ties to even); k >= -128 since x >= 0, and k > 127 only
          * when the float32 scale is a little below the step. */
@@ -256,7 +332,12 @@ static int be_convert_row(const be_conv *c, Py_ssize_t r, double *scratch) {
         double lo, hi, z;
         const double *v;
         if (sk == BE_F32) { /* widened while its extremes are found */
-            be_extremes(NULL, (const float *)row, scratch, H, &lo, &hi, &z);
+#if BE_MULTIVERSION
+            if (be_level >= 1)
+                be_extremes_f32_avx2((const float *)row, scratch, H, &lo, &hi, &z);
+            else
+#endif
+                be_extremes(NULL, (const float *)row, scratch, H, &lo, &hi, &z);
             v = scratch;
         } else {
             v = be_conv_widen(c, r, scratch);

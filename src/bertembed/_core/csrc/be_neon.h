@@ -11,7 +11,7 @@
  *   kept, as be_f2h does; a signalling float16 NaN widens to a quiet one);
  * - the fused row sum and LayerNorm statistics (be_neon_sumstats): the rows
  *   of every term widened to float32 eight values at a time, summed left to
- *   right (as sum32), stored, and the float64 sums of (x - k) and
+ *   right (as sumrows32), stored, and the float64 sums of (x - k) and
  *   (x - k)**2 accumulated in the same pass (as ln32 does in its own pass).
  */
 #ifndef BERTEMBED_NEON_H
@@ -26,17 +26,6 @@
 #else
 #define BE_NEON_UNROLL2 _Pragma("GCC unroll 2")
 #endif
-
-/* h[0:n] -> f[0:n] for the largest multiple of 8 below n; returns it. */
-static inline Py_ssize_t be_neon_h2f(const uint16_t *h, float *f, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float16x8_t v = vreinterpretq_f16_u16(vld1q_u16(h + i));
-        vst1q_f32(f + i, vcvt_f32_f16(vget_low_f16(v)));
-        vst1q_f32(f + i + 4, vcvt_high_f32_f16(v));
-    }
-    return i;
-}
 
 /* f[0:n] -> h[0:n] for the largest multiple of 8 below n; returns it. */
 static inline Py_ssize_t be_neon_f2h(const float *f, uint16_t *h, Py_ssize_t n) {
@@ -112,14 +101,15 @@ BE_NEON_INLINE float be_neon_load1(int kind, const char *row, const float *qs, P
  * result: k = buf[0], s1 = sum(buf - k), s2 = sum((buf - k)**2). `kind`
  * (>= 0) and `n` (> 0) are compile-time constants in the specialised
  * callers below; kind < 0 or n == 0 reads them from `kinds` / `nrows`. */
-BE_NEON_INLINE void be_neon_sumstats_k(const char *const *rows, const int *kinds, const float *qs, int nrows, int kind,
-                                       int n, float *buf, Py_ssize_t H, double *k_out, double *s1_out, double *s2_out) {
+BE_NEON_INLINE void be_neon_sumstats_k(const char *const *rows, const int *kinds, const float *qs, int nrows, int kind0,
+                                       int kind, int n, float *buf, Py_ssize_t H, double *k_out, double *s1_out,
+                                       double *s2_out) {
     const int nr = n > 0 ? n : nrows;
     float x;
     double k, d, s1, s2;
     Py_ssize_t i = 0;
     int r;
-#define BE_K(r) (kind >= 0 ? kind : kinds[r])
+#define BE_K(r) (kind >= 0 ? ((r) == 0 && kind0 >= 0 ? kind0 : kind) : kinds[r])
     x = be_neon_load1(BE_K(0), rows[0], qs, 0);
     for (r = 1; r < nr; r++) x += be_neon_load1(BE_K(r), rows[r], NULL, 0);
     k = x;
@@ -169,23 +159,30 @@ BE_NEON_INLINE void be_neon_sumstats_k(const char *const *rows, const int *kinds
     *s2_out = s2;
 }
 
-/* be_neon_sumstats_k, specialised for the common cases: every table float32
- * or every table float16, with two or three terms (token + position
- * [+ segment]). */
+/* be_neon_sumstats_k, specialised for the common cases: every table float32,
+ * float16 or bfloat16, or an int8 token table with float32 others, with two
+ * or three terms (token + position [+ segment]). */
 static void be_neon_sumstats(const char *const *rows, const int *kinds, const float *qs, int n, float *buf,
                              Py_ssize_t H, double *k, double *s1, double *s2) {
     int same = 1, r;
-    for (r = 1; r < n; r++) same &= kinds[r] == kinds[0];
-    if (same && kinds[0] == BE_F32 && n == 3)
-        be_neon_sumstats_k(rows, kinds, qs, n, BE_F32, 3, buf, H, k, s1, s2);
-    else if (same && kinds[0] == BE_F32 && n == 2)
-        be_neon_sumstats_k(rows, kinds, qs, n, BE_F32, 2, buf, H, k, s1, s2);
-    else if (same && kinds[0] == BE_F16 && n == 3)
-        be_neon_sumstats_k(rows, kinds, qs, n, BE_F16, 3, buf, H, k, s1, s2);
-    else if (same && kinds[0] == BE_F16 && n == 2)
-        be_neon_sumstats_k(rows, kinds, qs, n, BE_F16, 2, buf, H, k, s1, s2);
-    else
-        be_neon_sumstats_k(rows, kinds, qs, n, -1, 0, buf, H, k, s1, s2);
+    for (r = 2; r < n; r++) same &= kinds[r] == kinds[1];
+    if (same && (n == 2 || n == 3)) {
+        const int k0 = kinds[0], kr = kinds[1];
+#define BE_NEON_CASE(a, b)                                                                                             \
+    if (k0 == (a) && kr == (b)) {                                                                                      \
+        if (n == 3)                                                                                                    \
+            be_neon_sumstats_k(rows, kinds, qs, n, a, b, 3, buf, H, k, s1, s2);                                        \
+        else                                                                                                           \
+            be_neon_sumstats_k(rows, kinds, qs, n, a, b, 2, buf, H, k, s1, s2);                                        \
+        return;                                                                                                        \
+    }
+        BE_NEON_CASE(BE_F32, BE_F32)
+        BE_NEON_CASE(BE_F16, BE_F16)
+        BE_NEON_CASE(BE_BF16, BE_BF16)
+        BE_NEON_CASE(BE_I8, BE_F32)
+#undef BE_NEON_CASE
+    }
+    be_neon_sumstats_k(rows, kinds, qs, n, -1, -1, 0, buf, H, k, s1, s2);
 }
 
 #undef BE_NEON_INLINE

@@ -28,47 +28,140 @@ static BE_ATTR inline double BE_FN(madd)(double a, double b, double c) {
 #define BE_MADD(a, b, c)  ((a) * (b) + (c))
 #endif
 
-/* A row of `kind` as float32: the row itself when it is float32, else
-   widened into buf. */
-static BE_ATTR inline const float *BE_FN(load32)(int kind, const char *row, const float *qs, Py_ssize_t H, float *buf) {
-    Py_ssize_t i = 0;
-    if (kind == BE_F32) return (const float *)row;
-    if (kind == BE_F16) {
-        const uint16_t *h = (const uint16_t *)row;
+/* One value of a row of `kind` as float32 (`qs`: an int8 row's scale and
+   offset). */
+static BE_ATTR inline float BE_FN(load1)(int kind, const char *row, const float *qs, Py_ssize_t i) {
+    if (kind == BE_F32) return ((const float *)row)[i];
+    if (kind == BE_F16) return be_h2f(((const uint16_t *)row)[i]);
+    if (kind == BE_BF16) return be_bitsf((uint32_t)((const uint16_t *)row)[i] << 16);
+    return BE_MADDF((float)((const int8_t *)row)[i], qs[0], qs[1]);
+}
+
+/* Value i of rows[0] + rows[1] + ... (left to right, as NumPy sums the
+   terms); `qs`: the first row's int8 scale and offset. */
+static BE_ATTR inline float BE_FN(sum1)(const char *const *rows, const int *kinds, const float *qs, int n,
+                                        Py_ssize_t i) {
+    float x = BE_FN(load1)(kinds[0], rows[0], qs, i);
+    if (n > 1) x += BE_FN(load1)(kinds[1], rows[1], NULL, i);
+    if (n > 2) x += BE_FN(load1)(kinds[2], rows[2], NULL, i);
+    if (n > 3) x += BE_FN(load1)(kinds[3], rows[3], NULL, i);
+    return x;
+}
+
+#if BE_LEVEL == 1
+/* Eight values of a row of `kind` from index i, widened to float32 in
+   registers (bfloat16: a 16-bit shift; int8: q * scale + offset, fused). */
+static BE_ATTR BE_ALWAYS_INLINE __m256 BE_FN(load8)(int kind, const char *row, const float *qs, Py_ssize_t i) {
+    if (kind == BE_F32) return _mm256_loadu_ps((const float *)row + i);
+    if (kind == BE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+    if (kind == BE_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i))), 16));
+    /* BE_I8 */
+    return _mm256_fmadd_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)row + i)))),
+        _mm256_set1_ps(qs[0]), _mm256_set1_ps(qs[1]));
+}
+
+/* Eight values of rows[0] + rows[1] + ... (left to right, as sum1). */
+static BE_ATTR BE_ALWAYS_INLINE __m256 BE_FN(sum8)(const char *const *rows, const int *kinds, const float *qs, int n,
+                                                   Py_ssize_t i) {
+    __m256 v = BE_FN(load8)(kinds[0], rows[0], qs, i);
+    if (n > 1) v = _mm256_add_ps(v, BE_FN(load8)(kinds[1], rows[1], NULL, i));
+    if (n > 2) v = _mm256_add_ps(v, BE_FN(load8)(kinds[2], rows[2], NULL, i));
+    if (n > 3) v = _mm256_add_ps(v, BE_FN(load8)(kinds[3], rows[3], NULL, i));
+    return v;
+}
+#endif
+
 #if BE_LEVEL >= 2
-        for (; i + 16 <= H; i += 16)
-            _mm512_storeu_ps(buf + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))));
+/* Sixteen values of a row of `kind`, widened to float32 in registers. */
+static BE_ATTR BE_ALWAYS_INLINE __m512 BE_FN(load16)(int kind, const char *row, const float *qs, Py_ssize_t i) {
+    if (kind == BE_F32) return _mm512_loadu_ps((const float *)row + i);
+    if (kind == BE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
+    if (kind == BE_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i))), 16));
+    /* BE_I8 */
+    return _mm512_fmadd_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)row + i)))),
+        _mm512_set1_ps(qs[0]), _mm512_set1_ps(qs[1]));
+}
+
+/* Sixteen values of rows[0] + rows[1] + ... (left to right, as sum1). */
+static BE_ATTR BE_ALWAYS_INLINE __m512 BE_FN(sum16)(const char *const *rows, const int *kinds, const float *qs, int n,
+                                                    Py_ssize_t i) {
+    __m512 v = BE_FN(load16)(kinds[0], rows[0], qs, i);
+    if (n > 1) v = _mm512_add_ps(v, BE_FN(load16)(kinds[1], rows[1], NULL, i));
+    if (n > 2) v = _mm512_add_ps(v, BE_FN(load16)(kinds[2], rows[2], NULL, i));
+    if (n > 3) v = _mm512_add_ps(v, BE_FN(load16)(kinds[3], rows[3], NULL, i));
+    return v;
+}
 #endif
-#if BE_LEVEL >= 1
-        for (; i + 8 <= H; i += 8)
-            _mm256_storeu_ps(buf + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-#endif
-#if BE_ARM
-        i = be_neon_h2f(h, buf, H);
-#endif
-        for (; i < H; i++) buf[i] = be_h2f(h[i]);
-    } else if (kind == BE_BF16) {
-        const uint16_t *h = (const uint16_t *)row;
-#if BE_LEVEL == 1
-        for (; i + 8 <= H; i += 8) {
-            __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + i)));
-            _mm256_storeu_ps(buf + i, _mm256_castsi256_ps(_mm256_slli_epi32(u, 16)));
+
+/* o = rows[0] + rows[1] + ... (left to right), each row read in its stored
+   dtype and widened in registers as it is summed: no row is copied first. */
+static BE_ATTR void BE_FN(sumrows32)(const char *const *rows, const int *kinds, const float *qs, int n, float *o,
+                                     Py_ssize_t H) {
+    Py_ssize_t i = 0;
+#if BE_LEVEL >= 2
+    for (; i + 16 <= H; i += 16) _mm512_storeu_ps(o + i, BE_FN(sum16)(rows, kinds, qs, n, i));
+#elif BE_LEVEL == 1
+    for (; i + 8 <= H; i += 8) _mm256_storeu_ps(o + i, BE_FN(sum8)(rows, kinds, qs, n, i));
+#elif BE_ARM
+    for (; i + 8 <= H; i += 8) {
+        float32x4_t u, v, u1, v1;
+        int r;
+        be_neon_load8(kinds[0], rows[0], qs, i, &u, &v);
+        for (r = 1; r < n; r++) {
+            be_neon_load8(kinds[r], rows[r], NULL, i, &u1, &v1);
+            u = vaddq_f32(u, u1);
+            v = vaddq_f32(v, v1);
         }
-#endif
-        for (; i < H; i++) buf[i] = be_bitsf((uint32_t)h[i] << 16);
-    } else { /* BE_I8 (float64 tables never reach a float32 row) */
-        const int8_t *q = (const int8_t *)row;
-        const float scale = qs[0], offset = qs[1];
-#if BE_LEVEL == 1
-        const __m256 vs = _mm256_set1_ps(scale), vo = _mm256_set1_ps(offset);
-        for (; i + 8 <= H; i += 8) {
-            __m256i k = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i)));
-            _mm256_storeu_ps(buf + i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(k), vs, vo));
-        }
-#endif
-        for (; i < H; i++) buf[i] = BE_MADDF((float)q[i], scale, offset);
+        vst1q_f32(o + i, u);
+        vst1q_f32(o + i + 4, v);
     }
-    return buf;
+#else
+    /* Sixteen values at a time, summed in a block the compiler keeps in
+       registers; each kind's loop is one the compiler vectorises. */
+    for (; i + 16 <= H; i += 16) {
+        float x[16];
+        int r, e;
+        for (r = 0; r < n; r++) {
+            const char *row = rows[r];
+            float y[16];
+            switch (kinds[r]) {
+            case BE_F32:
+                memcpy(y, (const float *)row + i, sizeof y);
+                break;
+            case BE_BF16: {
+                const uint16_t *h = (const uint16_t *)row + i;
+                uint32_t u[16];
+                for (e = 0; e < 16; e++) u[e] = (uint32_t)h[e] << 16;
+                memcpy(y, u, sizeof y);
+                break;
+            }
+            case BE_F16: {
+                const uint16_t *h = (const uint16_t *)row + i;
+                for (e = 0; e < 16; e++) y[e] = be_h2f(h[e]);
+                break;
+            }
+            default: { /* BE_I8 (only the token row) */
+                const int8_t *q = (const int8_t *)row + i;
+                const float scale = qs[0], offset = qs[1];
+                for (e = 0; e < 16; e++) y[e] = BE_MADDF((float)q[e], scale, offset);
+                break;
+            }
+            }
+            if (r == 0)
+                memcpy(x, y, sizeof x);
+            else
+                for (e = 0; e < 16; e++) x[e] += y[e];
+        }
+        memcpy(o + i, x, sizeof x);
+    }
+#endif
+    for (; i < H; i++) o[i] = BE_FN(sum1)(rows, kinds, qs, n, i);
 }
 
 /* A row of `kind` as float64: the row itself when it is float64, else
@@ -92,45 +185,6 @@ static BE_ATTR inline const double *BE_FN(load64)(int kind, const char *row, con
         for (i = 0; i < H; i++) buf[i] = BE_MADD((double)q[i], scale, offset);
     }
     return buf;
-}
-
-/* o = s[0] + s[1] + ... (left to right, as NumPy sums the terms). */
-static BE_ATTR inline void BE_FN(sum32)(const float *const *s, int n, float *o, Py_ssize_t H) {
-    Py_ssize_t i = 0;
-    const float *a = s[0], *b = s[1], *c = s[2], *d = s[3];
-    switch (n) {
-    case 1:
-        memcpy(o, a, (size_t)H * sizeof(float));
-        break;
-    case 2:
-#if BE_LEVEL == 1
-        for (; i + 8 <= H; i += 8) {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
-            _mm256_storeu_ps(o + i, v);
-        }
-#endif
-        for (; i < H; i++) o[i] = a[i] + b[i];
-        break;
-    case 3:
-#if BE_LEVEL == 1
-        for (; i + 8 <= H; i += 8) {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
-            _mm256_storeu_ps(o + i, _mm256_add_ps(v, _mm256_loadu_ps(c + i)));
-        }
-#endif
-        for (; i < H; i++) o[i] = a[i] + b[i] + c[i];
-        break;
-    default:
-#if BE_LEVEL == 1
-        for (; i + 8 <= H; i += 8) {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
-            v = _mm256_add_ps(v, _mm256_loadu_ps(c + i));
-            _mm256_storeu_ps(o + i, _mm256_add_ps(v, _mm256_loadu_ps(d + i)));
-        }
-#endif
-        for (; i < H; i++) o[i] = a[i] + b[i] + c[i] + d[i];
-        break;
-    }
 }
 
 static BE_ATTR inline void BE_FN(sum64)(const double *const *s, int n, double *o, Py_ssize_t H) {
@@ -283,56 +337,20 @@ static BE_ATTR inline void BE_FN(ln32)(const float *x, Py_ssize_t H, const float
     BE_FN(ln_finish32)(x, H, k, s1, s2, w, b, eps, o);
 }
 
-#if BE_LEVEL >= 2
-/* Sixteen values of a row of `kind`, widened to float32 in registers. */
-static BE_ATTR inline __m512 BE_FN(load16)(int kind, const char *row, const float *qs, Py_ssize_t i) {
-    if (kind == BE_F32) return _mm512_loadu_ps((const float *)row + i);
-    if (kind == BE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
-    if (kind == BE_BF16)
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i))), 16));
-    /* BE_I8 */
-    return _mm512_fmadd_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)row + i)))),
-        _mm512_set1_ps(qs[0]), _mm512_set1_ps(qs[1]));
-}
-
-/* One value of a row of `kind` as float32 (the tails of load16). */
-static BE_ATTR inline float BE_FN(load1)(int kind, const char *row, const float *qs, Py_ssize_t i) {
-    if (kind == BE_F32) return ((const float *)row)[i];
-    if (kind == BE_F16) return be_h2f(((const uint16_t *)row)[i]);
-    if (kind == BE_BF16) return be_bitsf((uint32_t)((const uint16_t *)row)[i] << 16);
-    return BE_MADDF((float)((const int8_t *)row)[i], qs[0], qs[1]);
-}
-
-/* Sixteen values of rows[0] + rows[1] + ... (left to right, as sum32). */
-static BE_ATTR inline __m512 BE_FN(sum16)(const char *const *rows, const int *kinds, const float *qs, int n,
-                                          Py_ssize_t i) {
-    __m512 v = BE_FN(load16)(kinds[0], rows[0], qs, i);
-    if (n > 1) v = _mm512_add_ps(v, BE_FN(load16)(kinds[1], rows[1], NULL, i));
-    if (n > 2) v = _mm512_add_ps(v, BE_FN(load16)(kinds[2], rows[2], NULL, i));
-    if (n > 3) v = _mm512_add_ps(v, BE_FN(load16)(kinds[3], rows[3], NULL, i));
-    return v;
-}
-
-static BE_ATTR inline float BE_FN(sum1)(const char *const *rows, const int *kinds, const float *qs, int n,
-                                        Py_ssize_t i) {
-    float x = BE_FN(load1)(kinds[0], rows[0], qs, i);
-    if (n > 1) x += BE_FN(load1)(kinds[1], rows[1], NULL, i);
-    if (n > 2) x += BE_FN(load1)(kinds[2], rows[2], NULL, i);
-    if (n > 3) x += BE_FN(load1)(kinds[3], rows[3], NULL, i);
-    return x;
-}
-
-/* load32 of each row, sum32 and ln32 in one: the rows are widened and summed
-   into buf while the statistics accumulate (the same arithmetic, two passes
-   over the row fewer, and none per row that is not float32). `qs`: the
-   first row's int8 scale and offset. */
-static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, const float *qs, int n, float *buf,
-                                   Py_ssize_t H, const float *w, const float *b, double eps, float *o) {
+#if BE_LEVEL >= 1
+/* sumrows32 and ln32 in one pass: the rows are widened in registers and
+   summed into buf while the statistics accumulate (the arithmetic of
+   sumrows32 then ln32, in the same order, so the same bits; two passes over
+   the row fewer). `qs`: the first row's int8 scale and offset. Always
+   inlined into the callers below, which fix the kinds and the number of
+   rows for the common tables, so that the loop holds no test of a kind. */
+static BE_ATTR BE_ALWAYS_INLINE void BE_FN(sumln32_k)(const char *const *rows, const int *kinds, const float *qs, int n,
+                                                      float *buf, Py_ssize_t H, const float *w, const float *b,
+                                                      double eps, float *o) {
     double k, d, s1 = 0.0, s2 = 0.0;
     Py_ssize_t i = 0;
     k = BE_FN(sum1)(rows, kinds, qs, n, 0);
+#if BE_LEVEL >= 2
     {
         const __m512d vk = _mm512_set1_pd(k);
         __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, q0 = a0, q1 = a0, q2 = a0, q3 = a0;
@@ -357,6 +375,37 @@ static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, co
         s1 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
         s2 = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3)));
     }
+#else
+    {
+        /* ln32's four chains of float64 lanes, sixteen values per step. */
+        const __m256d vk = _mm256_set1_pd(k);
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, q0 = a0, q1 = a0, q2 = a0, q3 = a0;
+        double lanes[4];
+        int j;
+        for (; i + 16 <= H; i += 16) {
+            __m256 u = BE_FN(sum8)(rows, kinds, qs, n, i), v = BE_FN(sum8)(rows, kinds, qs, n, i + 8);
+            __m256d x0, x1, x2, x3;
+            _mm256_storeu_ps(buf + i, u);
+            _mm256_storeu_ps(buf + i + 8, v);
+            x0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(u)), vk);
+            x1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(u, 1)), vk);
+            x2 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), vk);
+            x3 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), vk);
+            a0 = _mm256_add_pd(a0, x0);
+            a1 = _mm256_add_pd(a1, x1);
+            a2 = _mm256_add_pd(a2, x2);
+            a3 = _mm256_add_pd(a3, x3);
+            q0 = _mm256_fmadd_pd(x0, x0, q0);
+            q1 = _mm256_fmadd_pd(x1, x1, q1);
+            q2 = _mm256_fmadd_pd(x2, x2, q2);
+            q3 = _mm256_fmadd_pd(x3, x3, q3);
+        }
+        _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+        for (j = 0; j < 4; j++) s1 += lanes[j];
+        _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
+        for (j = 0; j < 4; j++) s2 += lanes[j];
+    }
+#endif
     for (; i < H; i++) {
         float x = BE_FN(sum1)(rows, kinds, qs, n, i);
         buf[i] = x;
@@ -366,8 +415,43 @@ static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, co
     }
     BE_FN(ln_finish32)(buf, H, k, s1, s2, w, b, eps, o);
 }
-#endif
 
+/* sumln32_k with the token row's kind `k0`, every other row's `kr` and n rows fixed. */
+#define BE_SUMLN_CASE(name, k0, kr, nr)                                                                                \
+    static BE_ATTR void BE_FN(name)(const char *const *rows, const float *qs, float *buf, Py_ssize_t H,                \
+                                    const float *w, const float *b, double eps, float *o) {                            \
+        const int kk[4] = {k0, kr, kr, kr};                                                                            \
+        BE_FN(sumln32_k)(rows, kk, qs, nr, buf, H, w, b, eps, o);                                                      \
+    }
+BE_SUMLN_CASE(sumln_f32_2, BE_F32, BE_F32, 2)
+BE_SUMLN_CASE(sumln_f32_3, BE_F32, BE_F32, 3)
+BE_SUMLN_CASE(sumln_bf16_2, BE_BF16, BE_BF16, 2)
+BE_SUMLN_CASE(sumln_bf16_3, BE_BF16, BE_BF16, 3)
+BE_SUMLN_CASE(sumln_i8_2, BE_I8, BE_F32, 2)
+BE_SUMLN_CASE(sumln_i8_3, BE_I8, BE_F32, 3)
+#undef BE_SUMLN_CASE
+
+/* The rows of `kinds` summed into buf and layer-normalised into o. */
+static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, const float *qs, int n, float *buf,
+                                   Py_ssize_t H, const float *w, const float *b, double eps, float *o) {
+    const int kr = n > 1 ? kinds[1] : BE_F32;
+    if ((n == 2 || n == 3) && (n == 2 || kinds[2] == kr)) {
+        if (kinds[0] == BE_F32 && kr == BE_F32) {
+            (n == 2 ? BE_FN(sumln_f32_2) : BE_FN(sumln_f32_3))(rows, qs, buf, H, w, b, eps, o);
+            return;
+        }
+        if (kinds[0] == BE_BF16 && kr == BE_BF16) {
+            (n == 2 ? BE_FN(sumln_bf16_2) : BE_FN(sumln_bf16_3))(rows, qs, buf, H, w, b, eps, o);
+            return;
+        }
+        if (kinds[0] == BE_I8 && kr == BE_F32) {
+            (n == 2 ? BE_FN(sumln_i8_2) : BE_FN(sumln_i8_3))(rows, qs, buf, H, w, b, eps, o);
+            return;
+        }
+    }
+    BE_FN(sumln32_k)(rows, kinds, qs, n, buf, H, w, b, eps, o);
+}
+#endif
 #if BE_ARM
 /* The NEON counterpart of the AVX-512 sumln32 (same arguments, same
    arithmetic): the rows summed into buf with the statistics, then o. */
@@ -477,10 +561,7 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
        that the row prefetch above finds it. */
     if (j->tok_map != NULL && s + BE_MAP_PREFETCH_AHEAD < S)
         be_prefetch_row(j->tok_map + be_id(j->tok_ids, j->id64, r + BE_MAP_PREFETCH_AHEAD), 1);
-#if BE_LEVEL >= 2 || BE_ARM
-    if (!j->wide && j->ln) {
-        float *sum = (float *)scratch + 8 * slot;
-        float *res = j->out_kind == BE_F32 ? (float *)fin : sum;
+    if (!j->wide) {
         const char *rows[4];
         int kinds[4];
         rows[n] = j->tok + t * j->tok_row_bytes;
@@ -491,32 +572,28 @@ static BE_ATTR void BE_FN(be_row)(const be_job *j, Py_ssize_t r, double *scratch
             rows[n] = m->data + id * m->row_bytes;
             kinds[n++] = m->kind;
         }
-        BE_FN(sumln32)(rows, kinds, qs, n, sum, H, j->w32, j->b32, j->eps, res);
-        if (j->out_kind != BE_F32) BE_FN(store32)(j->out_kind, sum, fin, H);
-    } else
-#endif
-        if (!j->wide) {
-        float *f = (float *)scratch;
-        const Py_ssize_t fs = 2 * slot; /* floats per slot */
-        const float *src[4] = {NULL, NULL, NULL, NULL};
-        src[n++] = BE_FN(load32)(j->tok_kind, j->tok + t * j->tok_row_bytes, qs, H, f);
-        for (k = 0; k < j->nterms; k++) {
-            const be_term *m = &j->terms[k];
-            id = m->ids != NULL ? be_id(m->ids, j->id64, bi * m->ids_bstride + s) : (m->arange ? m->offset + s : 0);
-            src[n++] = BE_FN(load32)(m->kind, m->data + id * m->row_bytes, NULL, H, f + (1 + k) * fs);
-        }
-        if (j->ln) {  /* (AVX-512 and NEON take the fused path above) */
-            float *sum = f + 4 * fs;
+        /* Every row is read in its stored dtype and widened in registers
+           while it is summed: no row is copied first. */
+        if (j->ln) {
+            float *sum = (float *)scratch + 8 * slot;
             float *res = j->out_kind == BE_F32 ? (float *)fin : sum;
-            if (n > 1) BE_FN(sum32)(src, n, sum, H);
-            BE_FN(ln32)(n > 1 ? sum : src[0], H, j->w32, j->b32, j->eps, res);
+#if BE_LEVEL >= 1 || BE_ARM
+            BE_FN(sumln32)(rows, kinds, qs, n, sum, H, j->w32, j->b32, j->eps, res);
+#else
+            const float *x = sum;
+            if (n == 1 && kinds[0] == BE_F32)
+                x = (const float *)rows[0];
+            else
+                BE_FN(sumrows32)(rows, kinds, qs, n, sum, H);
+            BE_FN(ln32)(x, H, j->w32, j->b32, j->eps, res);
+#endif
             if (j->out_kind != BE_F32) BE_FN(store32)(j->out_kind, sum, fin, H);
         } else if (j->out_kind == BE_F32) {
-            BE_FN(sum32)(src, n, (float *)fin, H);
+            BE_FN(sumrows32)(rows, kinds, qs, n, (float *)fin, H);
         } else {
-            float *sum = f + 4 * fs;
-            if (n > 1) BE_FN(sum32)(src, n, sum, H);
-            BE_FN(store32)(j->out_kind, n > 1 ? sum : src[0], fin, H);
+            float *sum = (float *)scratch + 8 * slot;
+            BE_FN(sumrows32)(rows, kinds, qs, n, sum, H);
+            BE_FN(store32)(j->out_kind, sum, fin, H);
         }
     } else {
         double *d = scratch;

@@ -206,6 +206,14 @@ static void be_store_fence(void) {
 
 typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 
+/* Functions the row bodies want inlined whatever the compiler's estimate
+   (the kinds and row counts they are called with are then constants). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define BE_ALWAYS_INLINE __forceinline
+#else
+#define BE_ALWAYS_INLINE inline __attribute__((always_inline))
+#endif
+
 #define BE_CAT2(a, b) a##_##b
 #define BE_CAT(a, b)  BE_CAT2(a, b)
 #define BE_FN(name)   BE_CAT(name, BE_SUFFIX)
@@ -272,6 +280,9 @@ typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 
 static be_row_fn be_row = be_row_base;
 static const char *be_isa = "baseline";
+/* The row kernel's level (0 baseline or NEON, 1 AVX2, 2 AVX-512): the
+   table conversion (be_convert.h) picks its loops by it. */
+static int be_level = 0;
 
 /* The row kernels this build holds, narrowest first. */
 #if BE_HAVE_AVX512
@@ -293,14 +304,17 @@ static void be_rows_init(const char *cap) {
     int level = be_cpu_level();
     be_row = be_row_base;
     be_isa = "baseline";
+    be_level = 0;
     if (allow2 && level >= 1) {
         be_row = be_row_avx2;
         be_isa = "avx2";
+        be_level = 1;
     }
 #if BE_HAVE_AVX512
     if (allow512 && level >= 2) {
         be_row = be_row_avx512;
         be_isa = "avx512";
+        be_level = 2;
     }
 #else
     (void)allow512;
