@@ -280,9 +280,11 @@ typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 
 static be_row_fn be_row = be_row_base;
 static const char *be_isa = "baseline";
-/* The row kernel's level (0 baseline or NEON, 1 AVX2, 2 AVX-512): the
-   table conversion (be_convert.h) picks its loops by it. */
+#if BE_MULTIVERSION
+/* The row kernel's level (0 baseline, 1 AVX2, 2 AVX-512): the table
+   conversion (be_convert.h) picks its loops by it. */
 static int be_level = 0;
+#endif
 
 /* The row kernels this build holds, narrowest first. */
 #if BE_HAVE_AVX512
