@@ -413,6 +413,21 @@ def test_text_that_python_stores_wider_than_the_limit_is_refused(tmp_path, monke
         assert open_weights(path).keys() == ["w"]
 
 
+def test_a_safetensors_file_that_starts_like_a_zip_is_refused_as_safetensors(tmp_path):
+    """A header length of 0x04034b50 (PK\\x03\\x04) is over MAX_HEADER_BYTES: refused for that, not read as a zip."""
+    path = tmp_path / "model.safetensors"
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", 0x04034B50) + b"{")
+        fh.truncate(8 + 0x04034B50)  # (a hole: no disk space)
+    assert 0x04034B50 > reading.MAX_HEADER_BYTES
+    with pytest.raises(
+        CheckpointError,
+        match=r"model\.safetensors: the safetensors header holds 67324752 bytes, more than the limit of "
+        r"50331648 bytes \(bertembed\._checkpoints\.readers\.reading\.MAX_HEADER_BYTES\)",
+    ):
+        open_weights(path)
+
+
 def test_a_large_real_shaped_checkpoint_still_loads(tmp_path):
     """50,000 tensors named and shaped as in a large model (their data a hole in the file), beside a BERT's tables."""
     tables = {

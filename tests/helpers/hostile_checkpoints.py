@@ -725,10 +725,7 @@ def _must_load(b: _Builder) -> None:
     header, data = _st_header(b.tables)
     base = len(json.dumps(header).encode())
     low = base + (0x80 - base) % 0x100
-    cases = {
-        "st-length-low-byte-0x80": padded(header, low),
-        "st-length-0x04034b50": padded(header, 0x04034B50),
-    }
+    cases = {"st-length-low-byte-0x80": padded(header, low)}
     # "ustar" at byte 257 of the file (byte 249 of the header), inside a metadata string
     opening = b'{"__metadata__": {"x": "'
     filler = "y" * (249 - len(opening)) + "ustar" + "y" * 11
@@ -745,6 +742,11 @@ def _must_load(b: _Builder) -> None:
             json.dumps({"weight_map": {k: "model-00001-of-00001.safetensors" for k in b.tables}})
         )
         b.add(cat, name + "-as-shard", d, "", "load")
+    # A header length of 0x04034b50 starts the file like a zip archive; it is over MAX_HEADER_BYTES, so
+    # the file must be refused as safetensors (naming it), not read as a zip.
+    d = b.dir("st-length-0x04034b50")
+    _header_file(d / "model.safetensors", padded(header, 0x04034B50), data)
+    b.add("header arithmetic", "st-length-0x04034b50", d, "model.safetensors")
     d = b.dir("torch-zip")
     b.torch_zip(d)
     b.add(cat, "torch-zip", d, "", "load")

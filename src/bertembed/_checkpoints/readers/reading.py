@@ -31,12 +31,15 @@ from ..errors import CheckpointError, short
 MAX_CONFIG_BYTES = 16 * 2**20
 #: Most JSON values in a ``config.json`` (real ones hold hundreds; a large ``id2label`` tens of thousands).
 MAX_CONFIG_VALUES = 1_000_000
-#: Largest ``*.index.json`` of a sharded checkpoint read (real ones are below 1 MiB).
-MAX_INDEX_BYTES = 64 * 2**20
+#: Largest ``*.index.json`` of a sharded checkpoint read (transformers writes ~95 bytes per tensor: the
+#: largest real indexes, of ~100,000 tensors, take ~10 MiB).
+MAX_INDEX_BYTES = 48 * 2**20
 #: Most JSON values in a ``*.index.json`` (one per tensor, plus a few).
 MAX_INDEX_VALUES = 500_000
-#: Largest safetensors header: the limit of the safetensors package itself.
-MAX_HEADER_BYTES = 100_000_000
+#: Largest safetensors header read (real ones hold ~150 bytes per tensor: tens of thousands of tensors take
+#: a few MiB). Below the format's own 100,000,000 bytes: parsing holds the text and the strings parsed from
+#: it at once, about twice the header, and this keeps a header at every limit under 256 MiB.
+MAX_HEADER_BYTES = 48 * 2**20
 #: Most JSON values in a safetensors header (8 per tensor: 125,000 tensors; real ones hold tens of thousands).
 MAX_HEADER_VALUES = 1_000_000
 #: Deepest nesting of JSON arrays and objects (real files nest a few levels).

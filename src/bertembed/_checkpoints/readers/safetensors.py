@@ -28,6 +28,10 @@ from .reading import MAX_HEADER_BYTES, MAX_HEADER_VALUES, file_size, open_regula
 
 #: Most dimensions a tensor may have (NumPy's own limit is 64).
 MAX_DIMS = 32
+#: The longest header the safetensors format allows (its package refuses longer ones): a file whose first
+#: 8 bytes give a length up to this is taken for safetensors, and refused above
+#: :data:`~bertembed._checkpoints.readers.reading.MAX_HEADER_BYTES`, the limit of this reader.
+FORMAT_MAX_HEADER_BYTES = 100_000_000
 #: Largest size, offset or dimension accepted in a header.
 MAX_INT = 2**62
 
