@@ -477,3 +477,21 @@ def test_a_large_index_loads_and_checks_each_shard_name_once(tmp_path, monkeypat
     assert len(weights.keys()) == 100_001
     assert sorted(checked) == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     np.testing.assert_array_equal(weights.array("embeddings.word_embeddings.weight"), TOK)
+
+
+def test_the_pickle_opcode_and_zip_member_limits(tmp_path, monkeypatch):
+    items = {f"t{i}": tensor(storage(str(i), 4), (2, 2)) for i in range(10)}
+    data = encode(state_dict(items))
+    torch_pickle.prescan(data, "x.bin")
+    monkeypatch.setattr(torch_pickle, "MAX_PICKLE_OPCODES", 100)
+    with pytest.raises(
+        CheckpointError,
+        match=r"x\.bin: the pickle holds 101 opcodes or more \(stopped at byte \d+; a state dict's holds 32 per "
+        r"tensor\), more than the limit of 100 \(bertembed\._checkpoints\.readers\.reading\.MAX_PICKLE_OPCODES\)",
+    ):
+        torch_pickle.prescan(data, "x.bin")
+    monkeypatch.setattr("bertembed._checkpoints.readers.torch_zip.MAX_ZIP_MEMBERS", 12)
+    storages = {str(i): TOK[:1, :4].tobytes() for i in range(10)}
+    path = write_torch_zip(tmp_path / "m.bin", encode(state_dict({"w": tensor(storage("0", 4), (2, 2))})), storages)
+    with pytest.raises(CheckpointError, match=r"m\.bin: the zip archive lists 13 members, more than the limit of 12"):
+        open_weights(path)

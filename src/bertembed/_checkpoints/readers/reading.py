@@ -7,9 +7,11 @@ writer) and then checked with ``fstat``, so a FIFO, a socket or a device
 read. Symbolic links are followed (the Hugging Face cache links snapshot
 files to blobs); a loop of links is an error naming the file. What is read
 into memory (``config.json``, an index, a safetensors header, a pickle) is
-capped, and so is what parsing JSON would build (its values, counted on the
-bytes by :func:`json_shape` before anything is built). The limits below are
-far above what real checkpoints hold.
+capped, and so is what parsing it would build: JSON values (counted on the
+bytes by :func:`json_shape` before anything is built), pickle opcodes and zip
+members. The limits below are far above what real checkpoints hold, and a file
+at any of them costs at most about a second of CPU and 220 MiB
+(``tests/checkpoints/test_hostile_checkpoints.py`` bounds each at 2 s and 256 MiB).
 """
 
 from __future__ import annotations
@@ -44,12 +46,16 @@ MAX_HEADER_BYTES = 48 * 2**20
 MAX_HEADER_VALUES = 1_000_000
 #: Deepest nesting of JSON arrays and objects (real files nest a few levels).
 MAX_JSON_DEPTH = 64
-#: Largest ``data.pkl`` of a ``torch.save`` archive (real ones hold ~200 bytes per tensor).
-MAX_PICKLE_BYTES = 64 * 2**20
+#: Largest ``data.pkl`` of a ``torch.save`` archive (real ones hold ~130 bytes per tensor, 4 MiB at the
+#: opcode limit; a string in it may take 4 times its bytes once decoded).
+MAX_PICKLE_BYTES = 16 * 2**20
+#: Most opcodes in that pickle (torch writes 32 per tensor: 31,250 tensors).
+MAX_PICKLE_OPCODES = 1_000_000
 #: Largest ``byteorder`` record (it holds ``little`` or ``big``).
 MAX_BYTEORDER_BYTES = 16
-#: Largest number of members of a ``torch.save`` zip archive (one per storage, plus a few).
-MAX_ZIP_MEMBERS = 1_000_000
+#: Most members of a ``torch.save`` zip archive (one per storage, plus a few: 31,255 at most at the opcode
+#: limit).
+MAX_ZIP_MEMBERS = 50_000
 
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
