@@ -10,7 +10,7 @@ into memory (``config.json``, an index, a safetensors header, a pickle) is
 capped, and so is what parsing it would build: JSON values (counted on the
 bytes by :func:`json_shape` before anything is built), pickle opcodes and zip
 members. The limits below are far above what real checkpoints hold, and a file
-at any of them costs at most about a second of CPU and 220 MiB
+at them costs at most about 1.3 s of CPU and 220 MiB
 (``tests/checkpoints/test_hostile_checkpoints.py`` bounds each at 2 s and 256 MiB).
 """
 
