@@ -266,3 +266,232 @@ def test_a_long_shard_name_gives_a_bounded_message(tmp_path):
         with pytest.raises(CheckpointError, match=r"index\.json: .*" + match) as info:
             ShardedWeights(index).array("w")
         assert len(str(info.value)) < 500
+
+
+# ---------------------------------------------------------------- what parsing may cost
+
+
+def _json_values(value) -> tuple[int, int, int]:
+    """(values + empty arrays and objects, keys, depth) of a parsed JSON value: what json_shape counts."""
+    if isinstance(value, dict):
+        inner = [_json_values(v) for v in value.values()]
+    elif isinstance(value, list):
+        inner = [_json_values(v) for v in value]
+    else:
+        return 1, 0, 0
+    values = 1 + sum(v for v, _, _ in inner) + (not inner)
+    keys = sum(k for _, k, _ in inner) + (len(value) if isinstance(value, dict) else 0)
+    return values, keys, 1 + max((d for _, _, d in inner), default=0)
+
+
+def _strings(value):
+    """Every string of a parsed JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _random_json(rng, depth=0):
+    pieces = ['"', "\\", '\\"', "[", "]", "{", "}", ",", ":", "a", "\u00e9", "\u4e2d", "\U0001f600", " "]
+    kind = rng.integers(0, 6 if depth < 5 else 3)
+    if kind == 0:
+        return "".join(rng.choice(pieces, size=rng.integers(0, 6)))
+    if kind == 1:
+        return int(rng.integers(-5, 10**6))
+    if kind == 2:
+        return [None, True, 1.5][rng.integers(0, 3)]
+    if kind in (3, 4):
+        return [_random_json(rng, depth + 1) for _ in range(rng.integers(0, 4))]
+    return {_random_json_key(rng, pieces): _random_json(rng, depth + 1) for _ in range(rng.integers(0, 4))}
+
+
+def _random_json_key(rng, pieces):
+    return "".join(rng.choice(pieces, size=rng.integers(0, 5)))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
+def test_json_shape_counts_what_the_parse_builds(monkeypatch, chunk):
+    """Depth, values (empty arrays and objects counted twice), keys and decoded size, on the bytes alone."""
+    monkeypatch.setattr(reading, "_SCAN_CHUNK", chunk)  # (chunk ends inside strings, escapes and characters)
+    rng = np.random.default_rng(chunk)
+    for _ in range(150):
+        value = _random_json(rng)
+        text = json.dumps(value, ensure_ascii=bool(rng.integers(0, 2)), indent=[None, 1][rng.integers(0, 2)])
+        shape = reading.json_shape(text.encode())
+        values, keys, depth = _json_values(value)
+        assert (shape.depth, shape.values, shape.keys) == (depth, values, keys), text
+        widest = max(map(ord, text + "".join(_strings(value))), default=0)  # (ensure_ascii writes \u escapes)
+        assert (shape.chars, shape.char_bytes) == (len(text), 4 if widest > 0xFFFF else 2 if widest > 0xFF else 1)
+        assert shape.scanned == len(text.encode())
+
+
+def test_json_shape_stops_at_the_limits(monkeypatch):
+    monkeypatch.setattr(reading, "_SCAN_CHUNK", 64)
+    text = b"[" + b"0," * 10_000 + b"0]"
+    shape = reading.json_shape(text, max_values=100)
+    assert 100 < shape.values < 200 and shape.scanned < len(text) // 10
+    assert reading.json_shape(text).values == 10_002
+    deep = reading.json_shape(b"[" * 1000 + b"]" * 1000)
+    assert deep.depth > reading.MAX_JSON_DEPTH and deep.scanned < 1000
+
+
+def test_parse_json_gives_back_the_bytes_it_decoded():
+    raw = bytearray(b'{"a": [1, 2]}')
+    limits = {"max_bytes": 100, "bytes_name": "B", "max_values": 100, "values_name": "V"}
+    assert reading.parse_json(raw, "x.json", **limits) == {"a": [1, 2]}
+    assert raw == b""
+    assert reading.parse_json(b'{"a": 1}', "x.json", **limits) == {"a": 1}  # (bytes are left as they are)
+    with pytest.raises(CheckpointError, match=r"x\.json: the key 'a' appears twice"):
+        reading.parse_json(bytearray(b'{"a": {"b": 1, "c": 2}, "a": 3}'), "x.json", **limits)
+
+
+def _header_file(path, text: bytes, data: bytes = TOK.tobytes()):
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+    return path
+
+
+def _header(entries: int = 0) -> bytes:
+    zero = ",".join(f'"z{i}": {{"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}}' for i in range(entries))
+    real = f'"w": {{"dtype": "F32", "shape": [16, 8], "data_offsets": [0, {TOK.nbytes}]}}'
+    return ("{" + real + ("," + zero if zero else "") + "}").encode()
+
+
+def test_a_header_over_its_value_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    monkeypatch.setattr("bertembed._checkpoints.readers.safetensors.MAX_HEADER_VALUES", 100)
+    ok = _header_file(tmp_path / "ok.safetensors", _header(10))  # 9 values, then 7 per zero-size tensor
+    assert len(open_weights(ok).keys()) == 11
+    many = _header_file(tmp_path / "many.safetensors", _header(14))
+    with pytest.raises(
+        CheckpointError,
+        match=r"many\.safetensors: the header holds 107 JSON values \(strings, numbers, arrays and objects; a "
+        r"safetensors header holds 8 per tensor\), more than the limit of 100 "
+        r"\(bertembed\._checkpoints\.readers\.reading\.MAX_HEADER_VALUES\): refusing to parse it",
+    ):
+        open_weights(many)
+
+
+def test_an_index_or_config_over_its_value_limit_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr("bertembed._checkpoints.readers.sharded.MAX_INDEX_VALUES", 50)
+    monkeypatch.setattr("bertembed._checkpoints.load.MAX_CONFIG_VALUES", 50)
+    write_safetensors(tmp_path / "s.safetensors", {"embeddings.word_embeddings.weight": ("F32", TOK)})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {f"t{i}": "s.safetensors" for i in range(60)}}))
+    with pytest.raises(CheckpointError, match=r"index\.json: holds 62 JSON values .*one per tensor\), more than the "):
+        ShardedWeights(index)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "bert", "id2label": {str(i): f"L{i}" for i in range(60)}}))
+    with pytest.raises(CheckpointError, match=r"config\.json: holds 63 JSON values .* \(bertembed\._checkpoints\.re"):
+        bertembed.BertEmbeddings.from_pretrained(tmp_path / "s.safetensors")
+
+
+def test_text_that_python_stores_wider_than_the_limit_is_refused(tmp_path, monkeypatch):
+    """One character beyond U+FFFF makes CPython store every character of a str in 4 bytes."""
+    monkeypatch.setattr("bertembed._checkpoints.readers.safetensors.MAX_HEADER_BYTES", 1000)
+    real = _header()
+    for name, char, width in (
+        ("bmp", "\u0101".encode(), 2),
+        ("astral", "\U0001f600".encode(), 4),
+        ("bmp-escaped", b"\\u0101", 2),
+        ("astral-escaped", b"\\ud83d\\ude00", 4),
+    ):
+        text = real[:-1] + b', "__metadata__": {"x": "' + char + b"y" * 600 + b'"}}'
+        path = _header_file(tmp_path / f"{name}.safetensors", text)
+        with pytest.raises(
+            CheckpointError,
+            match=rf"{name}\.safetensors: the header decodes to \d+ characters, which Python would store in "
+            rf"{width} bytes each .*more than the limit of 1000 bytes \(bertembed\._checkpoints\.readers\.reading\."
+            r"MAX_HEADER_BYTES",
+        ):
+            open_weights(path)
+        _header_file(path, text.replace(char, b"e"))
+        assert open_weights(path).keys() == ["w"]
+
+
+def test_a_safetensors_file_that_starts_like_a_zip_is_refused_as_safetensors(tmp_path):
+    """A header length of 0x04034b50 (PK\\x03\\x04) is over MAX_HEADER_BYTES: refused for that, not read as a zip."""
+    path = tmp_path / "model.safetensors"
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", 0x04034B50) + b"{")
+        fh.truncate(8 + 0x04034B50)  # (a hole: no disk space)
+    assert 0x04034B50 > reading.MAX_HEADER_BYTES
+    with pytest.raises(
+        CheckpointError,
+        match=r"model\.safetensors: the safetensors header holds 67324752 bytes, more than the limit of "
+        r"50331648 bytes \(bertembed\._checkpoints\.readers\.reading\.MAX_HEADER_BYTES\)",
+    ):
+        open_weights(path)
+
+
+def test_a_large_real_shaped_checkpoint_still_loads(tmp_path):
+    """50,000 tensors named and shaped as in a large model (their data a hole in the file), beside a BERT's tables."""
+    tables = {
+        "embeddings.word_embeddings.weight": TOK,
+        "embeddings.position_embeddings.weight": TOK[:12],
+        "embeddings.token_type_embeddings.weight": TOK[:2],
+        "embeddings.LayerNorm.weight": np.ones(8, np.float32),
+        "embeddings.LayerNorm.bias": np.zeros(8, np.float32),
+    }
+    header, at = {"__metadata__": {"format": "pt"}}, 0
+    for name, arr in tables.items():
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [at, at + arr.nbytes]}
+        at += arr.nbytes
+    for i in range(50_000):
+        name = f"model.layers.{i // 800}.mlp.experts.{i % 800 // 4}.{('gate', 'up', 'down', 'bias')[i % 4]}_proj.weight"
+        shape = [64] if i % 4 == 3 else [64, 128]
+        size = 2 * int(np.prod(shape))
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [at, at + size]}
+        at += size
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
+    with open(tmp_path / "model.safetensors", "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)) + text + b"".join(a.tobytes() for a in tables.values()))
+        fh.truncate(8 + len(text) + at)
+    weights = open_weights(tmp_path / "model.safetensors")
+    assert len(weights.keys()) == 50_005
+    assert weights.info("model.layers.62.mlp.experts.99.bias_proj.weight") == ("BF16", (64,))
+    layer = bertembed.BertEmbeddings.from_pretrained(tmp_path)
+    assert layer(np.array([[0, 1, 2]])).shape == (1, 3, 8)
+
+
+def test_a_large_index_loads_and_checks_each_shard_name_once(tmp_path, monkeypatch):
+    write_safetensors(
+        tmp_path / "model-00001-of-00002.safetensors", {"embeddings.word_embeddings.weight": ("F32", TOK)}
+    )
+    weight_map = {"embeddings.word_embeddings.weight": "model-00001-of-00002.safetensors"}
+    weight_map.update(
+        {f"model.layers.{i // 100}.mlp.{i % 100}.weight": "model-00002-of-00002.safetensors" for i in range(100_000)}
+    )
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}, indent=2))
+    checked = []
+    original = ShardedWeights._shard_name
+    monkeypatch.setattr(ShardedWeights, "_shard_name", lambda self, t, f: checked.append(f) or original(self, t, f))
+    weights = ShardedWeights(index)
+    assert len(weights.keys()) == 100_001
+    assert sorted(checked) == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    np.testing.assert_array_equal(weights.array("embeddings.word_embeddings.weight"), TOK)
+
+
+def test_the_pickle_opcode_and_zip_member_limits(tmp_path, monkeypatch):
+    items = {f"t{i}": tensor(storage(str(i), 4), (2, 2)) for i in range(10)}
+    data = encode(state_dict(items))
+    torch_pickle.prescan(data, "x.bin")
+    monkeypatch.setattr(torch_pickle, "MAX_PICKLE_OPCODES", 100)
+    with pytest.raises(
+        CheckpointError,
+        match=r"x\.bin: the pickle holds 101 opcodes or more \(stopped at byte \d+; a state dict's holds 32 per "
+        r"tensor\), more than the limit of 100 \(bertembed\._checkpoints\.readers\.reading\.MAX_PICKLE_OPCODES\)",
+    ):
+        torch_pickle.prescan(data, "x.bin")
+    monkeypatch.setattr("bertembed._checkpoints.readers.torch_zip.MAX_ZIP_MEMBERS", 12)
+    storages = {str(i): TOK[:1, :4].tobytes() for i in range(10)}
+    path = write_torch_zip(tmp_path / "m.bin", encode(state_dict({"w": tensor(storage("0", 4), (2, 2))})), storages)
+    with pytest.raises(CheckpointError, match=r"m\.bin: the zip archive lists 13 members, more than the limit of 12"):
+        open_weights(path)

@@ -13,24 +13,31 @@ that a crash or a hang is pinned to its case.
   ``bertembed.CheckpointError``), ``FileNotFoundError`` or
   ``IsADirectoryError`` whose message names the file at fault, with no
   interpreter advice (``sys.set_int_max_str_digits``) and of bounded length;
-* a must-load case (valid files that look like other formats) must load.
+* a must-load case (valid files that look like other formats) must load;
+* a case of the size-limits category (files at or over a size or count limit
+  of the readers, such as a 99 MB safetensors header of 1.65 million tensors)
+  is also loaded alone (``measure``), in a process whose CPU time and peak
+  memory must stay under :data:`SIZE_CPU_SECONDS` and :data:`SIZE_PEAK_MIB`.
 
 Categories: header arithmetic, JSON depth and size, special files and links,
 zip structure and bombs, pickle opcodes, strides and offsets, config values,
-and the must-load look-alikes.
+the must-load look-alikes and the size limits.
 
 Usage (a module of the ``helpers`` package: ``tests/`` on ``PYTHONPATH``, run with ``-m``)::
 
-    PYTHONPATH=tests python -m helpers.hostile_checkpoints build DIR    # write the corpus, print the case count
-    PYTHONPATH=tests python -m helpers.hostile_checkpoints run DIR [N]  # load the cases from number N on
+    PYTHONPATH=tests python -m helpers.hostile_checkpoints build DIR         # write the corpus, print the case count
+    PYTHONPATH=tests python -m helpers.hostile_checkpoints run DIR [N]       # load the cases from number N on
+    PYTHONPATH=tests python -m helpers.hostile_checkpoints measure DIR NAME  # one case: CPU seconds, peak memory
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickletools
 import struct
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import NamedTuple
@@ -77,7 +84,15 @@ CATEGORIES = (
     "strides and offsets",
     "config values",
     "must load",
+    "size limits",
 )
+
+#: The cases at (or over) a size or count limit, and the 99 MB header: each is also loaded alone, in a process
+#: of its own, whose CPU time (user + system) and peak memory must stay under these bounds
+#: (``tests/checkpoints/test_hostile_checkpoints.py``): what a hostile file of any size may cost.
+SIZE_CATEGORY = "size limits"
+SIZE_CPU_SECONDS = 2.0
+SIZE_PEAK_MIB = 256
 
 
 class Case(NamedTuple):
@@ -296,6 +311,7 @@ def build(root: Path) -> list[Case]:
     _strides_and_offsets(b)
     _config_values(b)
     _must_load(b)
+    _size_limits(b)
     return b.cases
 
 
@@ -724,10 +740,7 @@ def _must_load(b: _Builder) -> None:
     header, data = _st_header(b.tables)
     base = len(json.dumps(header).encode())
     low = base + (0x80 - base) % 0x100
-    cases = {
-        "st-length-low-byte-0x80": padded(header, low),
-        "st-length-0x04034b50": padded(header, 0x04034B50),
-    }
+    cases = {"st-length-low-byte-0x80": padded(header, low)}
     # "ustar" at byte 257 of the file (byte 249 of the header), inside a metadata string
     opening = b'{"__metadata__": {"x": "'
     filler = "y" * (249 - len(opening)) + "ustar" + "y" * 11
@@ -744,6 +757,11 @@ def _must_load(b: _Builder) -> None:
             json.dumps({"weight_map": {k: "model-00001-of-00001.safetensors" for k in b.tables}})
         )
         b.add(cat, name + "-as-shard", d, "", "load")
+    # A header length of 0x04034b50 starts the file like a zip archive; it is over MAX_HEADER_BYTES, so
+    # the file must be refused as safetensors (naming it), not read as a zip.
+    d = b.dir("st-length-0x04034b50")
+    _header_file(d / "model.safetensors", padded(header, 0x04034B50), data)
+    b.add("header arithmetic", "st-length-0x04034b50", d, "model.safetensors")
     d = b.dir("torch-zip")
     b.torch_zip(d)
     b.add(cat, "torch-zip", d, "", "load")
@@ -786,6 +804,148 @@ def _must_load(b: _Builder) -> None:
     b.add(cat, "hf-cache-links", d, "", "load")
 
 
+def _repeat(unit, count: int) -> bytes:
+    """``unit(0), unit(1), ...`` joined by commas (`unit` formats a number into a fixed-width piece)."""
+    return b",".join(unit(i) for i in range(count))
+
+
+def _fitting(size: int, around: bytes, unit) -> int:
+    """How many comma-separated ``unit(i)`` fit in `size` bytes beside `around`."""
+    return (size - len(around)) // (len(unit(0)) + 1)
+
+
+def _size_limits(b: _Builder) -> None:
+    """Files at or over each size and count limit of the readers (bertembed._checkpoints.readers.reading)."""
+    from bertembed._checkpoints.readers import reading
+
+    cat = SIZE_CATEGORY
+    header, data = _st_header(b.tables)
+    real = json.dumps(header, separators=(",", ":")).encode()[1:-1]  # the real entries, without braces
+
+    def st_case(name, text, expect="error"):
+        d = b.dir(name)
+        _header_file(d / "model.safetensors", text, data)
+        b.add(cat, name, d, "model.safetensors" if expect == "error" else "", expect)
+
+    def zero_size(pad: int = 0):
+        return lambda i: b'"%s%07d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}' % (b"z" * (1 + pad), i)
+
+    def entries(size: int, unit, count: int | None = None) -> bytes:
+        if count is None:
+            count = _fitting(size, b"{" + real + b",}", unit)
+        return b"{" + real + b"," + _repeat(unit, count) + b"}"
+
+    def metadata(value: bytes) -> bytes:
+        return b'{"__metadata__":{"x":' + value + b"}," + real + b"}"
+
+    limit = reading.MAX_HEADER_BYTES
+    # 1.65 million zero-size tensors beside the real ones, in a 99 MB header (over MAX_HEADER_BYTES).
+    st_case("st-header-100mb-entries", entries(99_000_000, zero_size()))
+    # As many as MAX_HEADER_BYTES holds (1.1 million: over MAX_HEADER_VALUES).
+    st_case("st-header-at-limit-entries", entries(limit, zero_size()))
+    # Over MAX_HEADER_VALUES in the metadata: 1.2 million members, then 1.2 million empty arrays.
+    over = reading.MAX_HEADER_VALUES * 6 // 5
+    st_case(
+        "st-header-metadata-members",
+        b'{"__metadata__":{' + _repeat(lambda i: b'"k%07d":"v"' % i, over) + b"}," + real + b"}",
+    )
+    st_case("st-header-metadata-arrays", metadata(b"[" + b",".join([b"[]"] * over) + b"]"))
+    # One string as long as MAX_HEADER_BYTES allows: parsed (it is valid).
+    st_case("st-header-at-limit-string", metadata(b'"' + b"y" * (limit - len(metadata(b'""')) - 2) + b'"'), "load")
+    # The same with one character beyond U+FFFF, which makes Python store each character in 4 bytes.
+    astral = "\U0001f600".encode()
+    st_case(
+        "st-header-at-limit-4-byte-text", metadata(b'"' + astral + b"y" * (limit - len(metadata(b'""')) - 6) + b'"')
+    )
+    # The same character written as an escape (the text stays ASCII; the string parsed from it does not).
+    escaped = b"\\ud83d\\ude00"
+    st_case(
+        "st-header-at-limit-escaped-4-byte-text",
+        metadata(b'"' + escaped + b"y" * (limit - len(metadata(b'""')) - 14) + b'"'),
+    )
+    # Just under MAX_HEADER_VALUES (7 per zero-size tensor), names filling MAX_HEADER_BYTES: parsed.
+    count = (reading.MAX_HEADER_VALUES - 100) // 7
+    pad = (limit - len(real) - 3) // count - len(zero_size()(0)) - 1
+    st_case("st-header-at-limit-long-names", entries(limit, zero_size(pad), count), "load")
+    # The same with the last name a repeat of the first: parsed twice (the second time to find the repeat).
+    long_name = zero_size(pad)
+    repeat = entries(limit, lambda i: long_name(0 if i == count - 1 else i), count)
+    st_case("st-header-at-limit-long-names-repeated", repeat)
+
+    shard = "model-00001-of-00001.safetensors"
+
+    def index_case(name, extra: bytes, expect="error"):
+        d = b.dir(name)
+        b.valid_st(d, shard)
+        wm = json.dumps({k: shard for k in b.tables}, separators=(",", ":")).encode()[1:-1]
+        (d / "model.safetensors.index.json").write_bytes(b'{"weight_map":{' + wm + b"," + extra + b"}}")
+        b.add(cat, name, d, "model.safetensors.index.json" if expect == "error" else "", expect)
+
+    quoted = b'"' + shard.encode() + b'"'
+    index_case("index-over-limit-values", _repeat(lambda i: b'"x%07d":' % i + quoted, reading.MAX_INDEX_VALUES))
+    count = reading.MAX_INDEX_VALUES - 100
+    pad = (reading.MAX_INDEX_BYTES - 1000) // count - len(b'"%07d":' % 0 + quoted) - 1
+    index_case("index-at-limit-long-names", _repeat(lambda i: b'"%s%07d":' % (b"x" * pad, i) + quoted, count), "load")
+
+    def config_case(name, extra: bytes, expect="error"):
+        d = b.dir(name, b'{"model_type":"bert","hidden_size":8,"layer_norm_eps":1e-12,"x":[' + extra + b"]}")
+        b.valid_st(d)
+        b.add(cat, name, d, "config.json" if expect == "error" else "", expect)
+
+    config_case("config-over-limit-values", b",".join([b"{}"] * (reading.MAX_CONFIG_VALUES // 2 + 1)))
+    text = b'"' + b"s" * 30 + b'"'
+    config_case(
+        "config-at-limit-strings", b",".join([text] * ((reading.MAX_CONFIG_BYTES - 200) // (len(text) + 1))), "load"
+    )
+
+    items, storages = b.torch_items()
+    real_pickle = encode(state_dict(items), proto=False)  # (ends with STOP)
+    real_ops = sum(1 for _ in pickletools.genops(b"\x80\x02" + real_pickle))
+
+    def pickle_case(name, pkl, expect="error"):
+        d = b.dir(name)
+        write_torch_zip(d / "pytorch_model.bin", pkl, storages)
+        b.add(cat, name, d, "pytorch_model.bin" if expect == "error" else "", expect)
+
+    limit = reading.MAX_PICKLE_BYTES
+    # NONE, POP as long as MAX_PICKLE_BYTES allows (over MAX_PICKLE_OPCODES), then just under MAX_PICKLE_OPCODES.
+    pickle_case("pkl-at-limit-opcodes", b"\x80\x02" + b"N0" * ((limit - len(real_pickle)) // 2 - 2) + real_pickle)
+    under = (reading.MAX_PICKLE_OPCODES - real_ops) // 2 - 2
+    pickle_case("pkl-under-limit-opcodes", b"\x80\x02" + b"N0" * under + real_pickle, "load")
+    # Tensors that each cost 15 opcodes in 36 bytes, through the memo: 466,000 views of one storage.
+    head = (
+        b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\nq\x01"
+        + b"(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuJ"
+        + struct.pack("<i", V * H)
+        + b"tQq\x020ccollections\nOrderedDict\n)Rq\x030}"
+    )
+
+    def view(i: int) -> bytes:
+        return b"X\x08\x00\x00\x00t%07d" % i + b"h\x01(h\x02K\x00K\x10K\x08\x86K\x08K\x01\x86\x89h\x03tR"
+
+    count = (limit - len(head) - 1000) // len(view(0))
+    batches = (
+        b"(" + b"".join(view(i) for i in range(at, min(count, at + 1000))) + b"u" for at in range(0, count, 1000)
+    )
+    pickle_case("pkl-at-limit-tensors", head + b"".join(batches) + b".")
+    # One string as long as MAX_PICKLE_BYTES allows, with a character beyond U+FFFF (4 bytes per character).
+    text = astral + b"y" * (limit - len(real_pickle) - 100)
+    pickle_case(
+        "pkl-at-limit-4-byte-text", b"\x80\x02X" + struct.pack("<I", len(text)) + text + b"0" + real_pickle, "load"
+    )
+
+    def zip_case(name, unused: int, expect="error"):
+        d = b.dir(name)
+        members = [Member("archive/data.pkl", encode(state_dict(items))), Member("archive/byteorder", b"little")]
+        members += [Member(f"archive/data/{k}", v) for k, v in storages.items()]
+        members += [Member(f"archive/data/u{i}", b"") for i in range(unused - len(members))]
+        raw_zip(d / "pytorch_model.bin", members)
+        b.add(cat, name, d, "pytorch_model.bin" if expect == "error" else "", expect)
+
+    zip_case("zip-over-limit-members", reading.MAX_ZIP_MEMBERS + 1)
+    zip_case("zip-at-limit-members", reading.MAX_ZIP_MEMBERS, "load")
+
+
 # ------------------------------------------------------------------ the worker
 
 
@@ -812,32 +972,72 @@ def _too_slow() -> TimeoutError:
     return TimeoutError(f"case took more than {CASE_SECONDS} s")
 
 
-def run(root: Path, first: int) -> None:
-    """Load the cases of `root` (listed in its cases.json) from number `first` on, one JSON line each."""
+def _load(root: Path, case: Case, clock: str = "wall") -> dict:
+    """Load `case` with ``from_pretrained`` and embed a few tokens; the outcome as a JSON-able record."""
     import bertembed
 
+    try:
+        with time_bound(CASE_SECONDS, _too_slow, clock=clock):
+            layer = bertembed.BertEmbeddings.from_pretrained(root / case.target)
+            layer(np.array([[0, 1, 2]]))
+        return {"outcome": "loaded"}
+    except BaseException as exc:
+        try:
+            message = str(exc)
+        except BaseException as inner:
+            message = f"(str() of the error raised {type(inner).__name__})"
+        return {
+            "outcome": "error",
+            "type": type(exc).__name__,
+            "mro": [c.__name__ for c in type(exc).__mro__],
+            "message": message[:5000],
+            "length": len(message),
+        }
+
+
+def run(root: Path, first: int) -> None:
+    """Load the cases of `root` (listed in its cases.json) from number `first` on, one JSON line each."""
     cases = [Case(*c) for c in json.loads((root / "cases.json").read_text())]
     for i in range(first, len(cases)):
         case = cases[i]
         print(json.dumps({"i": i, "start": case.name}), flush=True)
-        try:
-            with time_bound(CASE_SECONDS, _too_slow):
-                layer = bertembed.BertEmbeddings.from_pretrained(root / case.target)
-                layer(np.array([[0, 1, 2]]))
-            result = {"outcome": "loaded"}
-        except BaseException as exc:
-            try:
-                message = str(exc)
-            except BaseException as inner:
-                message = f"(str() of the error raised {type(inner).__name__})"
-            result = {
-                "outcome": "error",
-                "type": type(exc).__name__,
-                "mro": [c.__name__ for c in type(exc).__mro__],
-                "message": message[:5000],
-                "length": len(message),
-            }
+        result = _load(root, case)
         print(json.dumps({"i": i, "end": case.name, **result}), flush=True)
+
+
+def _reset_peak_memory() -> bool:
+    """Start the peak resident memory (VmHWM) over from the current size (Linux); whether it could."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_memory_mib() -> float | None:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return None
+
+
+def measure(root: Path, name: str) -> None:
+    """Load the case `name` alone; print its outcome, CPU seconds and peak memory (MiB; null off Linux).
+
+    The peak counts from the start of the load, interpreter and modules included (their
+    ~30 MiB); the CPU time is this process's user + system time, which waiting on a busy
+    machine does not inflate.
+    """
+    import bertembed  # noqa: F401  (imported before the measure starts)
+
+    cases = {c[1]: Case(*c) for c in json.loads((root / "cases.json").read_text())}
+    reset = _reset_peak_memory()
+    start = time.process_time()
+    result = _load(root, cases[name], clock="cpu")
+    cpu = time.process_time() - start
+    print(json.dumps({**result, "cpu_s": cpu, "peak_mib": _peak_memory_mib() if reset else None}), flush=True)
 
 
 def main(argv: list[str]) -> None:
@@ -849,6 +1049,8 @@ def main(argv: list[str]) -> None:
     elif len(argv) >= 3 and argv[1] == "run":
         _limit_address_space()
         run(Path(argv[2]), int(argv[3]) if len(argv) > 3 else 0)
+    elif len(argv) >= 4 and argv[1] == "measure":
+        measure(Path(argv[2]), argv[3])
     else:
         sys.exit(__doc__)
 

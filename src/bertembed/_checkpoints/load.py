@@ -28,7 +28,7 @@ from .._core.tables import Table, Tables, prepare_tables
 from . import save
 from .families import BARE_FILE_MODEL_TYPE, EmbeddingSpec, bare_file_spec, check_position_table, embedding_spec
 from .readers import CheckpointError, TensorSource, find_weights, open_weights
-from .readers.reading import MAX_CONFIG_BYTES, parse_json, read_capped
+from .readers.reading import MAX_CONFIG_BYTES, MAX_CONFIG_VALUES, parse_json, read_capped
 from .specials import config_special_ids
 
 CONFIG_NAME = "config.json"
@@ -54,7 +54,14 @@ def _read_config(path: Path) -> dict[str, Any]:
             f"{path}: no such file (a model directory needs config.json: it tells which model "
             "family, hence which embedding rule, the weights are for)"
         ) from None
-    config = parse_json(raw, path)
+    config = parse_json(
+        raw,
+        path,
+        max_bytes=MAX_CONFIG_BYTES,
+        bytes_name="MAX_CONFIG_BYTES",
+        max_values=MAX_CONFIG_VALUES,
+        values_name="MAX_CONFIG_VALUES",
+    )
     if not isinstance(config, dict):
         raise CheckpointError(f"{path}: expected a JSON object, got a {type(config).__name__}")
     return config

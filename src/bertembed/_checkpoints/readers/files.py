@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from .base import TensorSource
-from .reading import MAX_HEADER_BYTES, file_size, open_regular
-from .safetensors import SafetensorsFile
+from .reading import file_size, open_regular
+from .safetensors import FORMAT_MAX_HEADER_BYTES, SafetensorsFile
 from .torch_zip import ZIP_MAGIC, TorchZipFile, is_legacy_torch
 
 SAFETENSORS = "safetensors"
@@ -23,8 +23,10 @@ def looks_like_safetensors(head: bytes, size: int) -> bool:
     """Whether a file of `size` bytes starting with `head` has the structure of safetensors.
 
     Its first 8 bytes are a little-endian header length that fits in the file
-    (and in :data:`~bertembed._checkpoints.readers.reading.MAX_HEADER_BYTES`), and the
-    header starts as a JSON object. Tested before the torch signatures: a
+    (and in the format's own limit,
+    :data:`~bertembed._checkpoints.readers.safetensors.FORMAT_MAX_HEADER_BYTES`: a
+    longer header than the reader reads is still safetensors, refused by its
+    reader), and the header starts as a JSON object. Tested before the torch signatures: a
     valid safetensors file may start with ``0x80`` (a header length whose low
     byte is 0x80), with ``PK\\x03\\x04`` (a header length of 0x04034b50) or
     hold ``ustar`` at byte 257, and none of torch's formats has this structure.
@@ -39,7 +41,7 @@ def looks_like_safetensors(head: bytes, size: int) -> bool:
     if len(head) < 9:
         return False
     (n,) = struct.unpack("<Q", head[:8])
-    return 2 <= n <= min(MAX_HEADER_BYTES, size - 8) and head[8:9] == b"{"
+    return 2 <= n <= min(FORMAT_MAX_HEADER_BYTES, size - 8) and head[8:9] == b"{"
 
 
 def sniff(path: str | os.PathLike[str]) -> str:

@@ -24,10 +24,14 @@ import numpy as np
 from .. import mapped
 from ..errors import CheckpointError, short
 from .base import ITEMSIZE, TensorInfo, finish, float_dtype, no_tensor
-from .reading import MAX_HEADER_BYTES, file_size, open_regular, parse_json, too_big
+from .reading import MAX_HEADER_BYTES, MAX_HEADER_VALUES, file_size, open_regular, parse_json, too_big
 
 #: Most dimensions a tensor may have (NumPy's own limit is 64).
 MAX_DIMS = 32
+#: The longest header the safetensors format allows (its package refuses longer ones): a file whose first
+#: 8 bytes give a length up to this is taken for safetensors, and refused above
+#: :data:`~bertembed._checkpoints.readers.reading.MAX_HEADER_BYTES`, the limit of this reader.
+FORMAT_MAX_HEADER_BYTES = 100_000_000
 #: Largest size, offset or dimension accepted in a header.
 MAX_INT = 2**62
 
@@ -72,12 +76,23 @@ class SafetensorsFile:
                 )
             if n > MAX_HEADER_BYTES:
                 raise too_big(self.path, "the safetensors header", n, MAX_HEADER_BYTES, "MAX_HEADER_BYTES")
-            raw = fh.read(n)
-        if len(raw) < n:
-            raise self._error(f"the file shrank while its header was read ({len(raw)} of {n} bytes)")
+            raw = bytearray(n)  # (parse_json empties it once decoded)
+            got = fh.readinto(raw)
+        if got < n:
+            raise self._error(f"the file shrank while its header was read ({got} of {n} bytes)")
         self.data_start = 8 + n
         self.data_size = size - self.data_start
-        header = parse_json(raw, self.path, "the header ", _two_level_keys)
+        header = parse_json(
+            raw,
+            self.path,
+            "the header ",
+            _two_level_keys,
+            max_bytes=MAX_HEADER_BYTES,
+            bytes_name="MAX_HEADER_BYTES",
+            max_values=MAX_HEADER_VALUES,
+            values_name="MAX_HEADER_VALUES",
+            per="; a safetensors header holds 8 per tensor",
+        )
         if not isinstance(header, dict):
             raise self._error(f"the header is a JSON {type(header).__name__}, not an object")
         header.pop("__metadata__", None)

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import CheckpointError, short
 from .base import TensorInfo, TensorSource, no_tensor
 from .files import open_file
-from .reading import MAX_INDEX_BYTES, parse_json, read_capped
+from .reading import MAX_INDEX_BYTES, MAX_INDEX_VALUES, parse_json, read_capped
 
 #: Longest shard file name an index may give (real ones are ~40 characters).
 MAX_SHARD_NAME = 1024
@@ -57,7 +57,15 @@ class ShardedWeights:
         self.directory = self.path.parent
         self._shards: dict[str, TensorSource] = {}
         raw = read_capped(self.path, MAX_INDEX_BYTES, "MAX_INDEX_BYTES", "index file")
-        index = parse_json(raw, self.path)
+        index = parse_json(
+            raw,
+            self.path,
+            max_bytes=MAX_INDEX_BYTES,
+            bytes_name="MAX_INDEX_BYTES",
+            max_values=MAX_INDEX_VALUES,
+            values_name="MAX_INDEX_VALUES",
+            per="; an index holds one per tensor",
+        )
         if not isinstance(index, dict):
             raise self._error(f"expected a JSON object, got a {type(index).__name__}")
         weight_map = index.get("weight_map")
@@ -65,7 +73,13 @@ class ShardedWeights:
             raise self._error(
                 'no "weight_map" object (tensor name -> shard file): not the index of a sharded checkpoint'
             )
-        self._where = {name: self._shard_name(name, file) for name, file in weight_map.items()}
+        checked: dict[str, str] = {}  # each shard name once (an index names a few shards many times), and
+        for name, file in weight_map.items():  # one str for each: the others are freed as they are replaced
+            shard = checked.get(file) if type(file) is str else None
+            if shard is None:
+                shard = checked[file] = self._shard_name(name, file)
+            weight_map[name] = shard
+        self._where: dict[str, str] = weight_map
 
     def __repr__(self) -> str:
         shards = len(set(self._where.values()))

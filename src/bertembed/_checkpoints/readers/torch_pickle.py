@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from ..._core import dtypes
 from ..errors import CheckpointError, UnsafeCheckpointError, short
 from .base import ITEMSIZE
-from .reading import MAX_PICKLE_BYTES, too_big
+from .reading import MAX_PICKLE_BYTES, MAX_PICKLE_OPCODES, too_big
 
 __all__ = ["TensorRef", "UnsafeCheckpointError", "load_state_dict", "prescan"]
 
@@ -311,10 +311,6 @@ def _message(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-#: Opcodes that pop the stack down to (and including) the topmost MARK.
-_TO_MARK = {"markobject"}
-
-
 def prescan(data: bytes, where: str) -> None:
     """Check a pickle's structure before the unpickler runs it.
 
@@ -322,10 +318,13 @@ def prescan(data: bytes, where: str) -> None:
     then walks the opcodes (``pickletools.genops``: nothing is built or run) and
     tracks, for every item on the stack and in the memo, how deeply nested
     the object it stands for is. Refused, naming `where`: malformed opcodes,
-    nesting deeper than :data:`MAX_PICKLE_DEPTH` (CPython's unpickler builds
-    such objects fine, but hashing or printing one recurses in C and can
-    crash the process), more than :data:`MAX_PICKLE_STACK` items on the
-    stack and more than :data:`MAX_PICKLE_MEMO` in the memo.
+    more than :data:`~bertembed._checkpoints.readers.reading.MAX_PICKLE_OPCODES`
+    opcodes (the walk stops there, so that neither it nor the unpickler costs
+    more than that many opcodes do), nesting deeper than
+    :data:`MAX_PICKLE_DEPTH` (CPython's unpickler builds such objects fine,
+    but hashing or printing one recurses in C and can crash the process),
+    more than :data:`MAX_PICKLE_STACK` items on the stack and more than
+    :data:`MAX_PICKLE_MEMO` in the memo.
 
     Examples
     --------
@@ -343,60 +342,69 @@ def prescan(data: bytes, where: str) -> None:
     marks: list[int] = []
     memo: dict[Any, int] = {}
     deepest = 0
+    ops = 0
     try:
         for op, arg, pos in pickletools.genops(data):
-            name = op.name
-            if name == "STOP":
+            ops += 1
+            if ops > MAX_PICKLE_OPCODES:
+                raise CheckpointError(
+                    f"{where}: the pickle holds {ops} opcodes or more (stopped at byte {pos}; a state dict's holds "
+                    f"32 per tensor), more than the limit of {MAX_PICKLE_OPCODES} "
+                    "(bertembed._checkpoints.readers.reading.MAX_PICKLE_OPCODES): refusing to load it"
+                )
+            kind, n_outer, to_mark, n_after, rule = _OPS[op]
+            if kind == _NEW:  # takes nothing, pushes one object (a constant, a global...): depth 0
+                stack.append(0)
+                if len(stack) + len(marks) > MAX_PICKLE_STACK:
+                    raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
+                continue
+            if kind == _STOP:
                 break
-            before, after = op.stack_before, op.stack_after
-            if name == "MARK":
+            if kind == _MARK:
                 marks.append(len(stack))
                 if len(stack) + len(marks) > MAX_PICKLE_STACK:
                     raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
                 continue
-            if name in _MEMO_PUT:
+            if kind == _PUT:
                 if not stack:
-                    raise BadPickle(f"{name} at byte {pos} with an empty stack")
-                if name != "MEMOIZE" and not (type(arg) is int and 0 <= arg < MAX_PICKLE_MEMO):
+                    raise BadPickle(f"{op.name} at byte {pos} with an empty stack")
+                if op.name != "MEMOIZE" and not (type(arg) is int and 0 <= arg < MAX_PICKLE_MEMO):
                     # (CPython's unpickler sizes its memo table to the index: a 5-byte
                     # LONG_BINPUT would make it allocate gigabytes)
                     raise BadPickle(
-                        f"{name} at byte {pos} stores memo entry {short(arg)}, beyond the limit of "
+                        f"{op.name} at byte {pos} stores memo entry {short(arg)}, beyond the limit of "
                         f"{MAX_PICKLE_MEMO} entries"
                     )
-                memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
+                memo[len(memo) if op.name == "MEMOIZE" else arg] = stack[-1]
                 if len(memo) > MAX_PICKLE_MEMO:
                     raise BadPickle(f"more than {MAX_PICKLE_MEMO} memo entries")
                 continue
-            if name in _MEMO_GET:
+            if kind == _GET:
                 if arg not in memo:
-                    raise BadPickle(f"{name} at byte {pos} reads memo entry {short(arg)}, never stored")
+                    raise BadPickle(f"{op.name} at byte {pos} reads memo entry {short(arg)}, never stored")
                 stack.append(memo[arg])
                 if len(stack) + len(marks) > MAX_PICKLE_STACK:
                     raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
                 continue
             popped: list[int] = []  # outer items first, then the slice since the MARK
-            outer = before
-            if pickletools.markobject in before:
-                k = before.index(pickletools.markobject)
-                outer = before[:k]
+            if to_mark:
                 if not marks:
-                    raise BadPickle(f"{name} at byte {pos} without a MARK")
+                    raise BadPickle(f"{op.name} at byte {pos} without a MARK")
                 at = marks.pop()
                 if at > len(stack):
-                    raise BadPickle(f"{name} at byte {pos}: the stack is shorter than its MARK")
+                    raise BadPickle(f"{op.name} at byte {pos}: the stack is shorter than its MARK")
                 popped = stack[at:]
                 del stack[at:]
-            if len(stack) < len(outer):
-                raise BadPickle(f"{name} at byte {pos} with too few items on the stack")
-            if outer:
-                popped = stack[len(stack) - len(outer) :] + popped
-                del stack[len(stack) - len(outer) :]
-            if not after:
+            if n_outer:
+                if len(stack) < n_outer:
+                    raise BadPickle(f"{op.name} at byte {pos} with too few items on the stack")
+                popped = stack[-n_outer:] + popped
+                del stack[-n_outer:]
+            if not n_after:
                 continue
-            if name in _SAME:
+            if rule == _SAME:
                 depth = popped[0]
-            elif name in _UPDATES:  # the container stays itself, holding the other items
+            elif rule == _UPDATES:  # the container stays itself, holding the other items
                 depth = max(popped[0], max(popped[1:], default=-1) + 1)
             else:
                 depth = max(popped, default=-1) + 1
@@ -407,7 +415,7 @@ def prescan(data: bytes, where: str) -> None:
                         f"{where}: the pickle nests objects more than {MAX_PICKLE_DEPTH} deep "
                         f"(at byte {pos}; a state dict nests about 5): refusing to load it"
                     )
-            stack.extend([depth] * len(after))
+            stack.extend([depth] * n_after)
             if len(stack) + len(marks) > MAX_PICKLE_STACK:
                 raise BadPickle(f"more than {MAX_PICKLE_STACK} items and MARKs on the stack")
         else:
@@ -423,6 +431,37 @@ def prescan(data: bytes, where: str) -> None:
 _MEMO_PUT = {"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"}
 _MEMO_GET = {"GET", "BINGET", "LONG_BINGET"}
 #: Opcodes that add items to (or set the state of) the object below them, leaving it on the stack.
-_UPDATES = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}
+_UPDATE_OPS = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}
 #: Opcodes that push back the object they took (DUP pushes it twice).
-_SAME = {"DUP", "READONLY_BUFFER"}
+_SAME_OPS = {"DUP", "READONLY_BUFFER"}
+
+# What the pre-scan does with each opcode (its kind), and the depth rule of the others.
+_NEW, _STOP, _MARK, _PUT, _GET, _OTHER = range(6)
+_SAME, _UPDATES, _NESTS = range(3)
+
+
+def _op_table() -> dict[pickletools.OpcodeInfo, tuple[int, int, bool, int, int]]:
+    """Opcode -> (kind, items it pops below a MARK, whether it pops to a MARK, items it pushes, depth rule)."""
+    table = {}
+    for op in pickletools.opcodes:
+        before, after = op.stack_before, op.stack_after
+        to_mark = pickletools.markobject in before
+        n_outer = before.index(pickletools.markobject) if to_mark else len(before)
+        if op.name == "STOP":
+            kind = _STOP
+        elif op.name == "MARK":
+            kind = _MARK
+        elif op.name in _MEMO_PUT:
+            kind = _PUT
+        elif op.name in _MEMO_GET:
+            kind = _GET
+        elif not before and len(after) == 1:
+            kind = _NEW
+        else:
+            kind = _OTHER
+        rule = _SAME if op.name in _SAME_OPS else _UPDATES if op.name in _UPDATE_OPS else _NESTS
+        table[op] = (kind, n_outer, to_mark, len(after), rule)
+    return table
+
+
+_OPS = _op_table()
