@@ -436,7 +436,7 @@ class BertEmbeddings:
         so the file must exist at the same absolute path there. A layer built
         from arrays pickles its validated tables.
         """
-        dtype = "bfloat16" if dtypes.is_bfloat16(self._dtype) else self._dtype.name
+        dtype = dtypes.name_of(self._dtype)
         if self._source is not None:
             return _reopen, (type(self), *self._source, dtype, self._fingerprint())
         if self._map is not None:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import BertEmbeddings
-from .._core import _kernel
+from .._core import _kernel, dtypes
 from .._core import tables as _tables
 from .data import LN_EPS, Case, Inputs
 
@@ -38,7 +38,8 @@ def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Bertembed
     ln: dict[str, Any] = {}
     if case.layer_norm:
         ln = {"ln_weight": d.ln_weight, "ln_bias": d.ln_bias, "ln_eps": LN_EPS}
-    convert = "int8" if case.table_dtype == "int8" else None
+    # A quantised table is made by the layer; the others are given as arrays (make_inputs).
+    convert = case.table_dtype if case.table_dtype is not None and dtypes.BY_NAME[case.table_dtype].quantised else None
     layer = BertEmbeddings(d.tok, d.pos, d.seg, dtype=np.dtype(case.dtype), table_dtype=convert, **ln)
     kw: dict[str, Any] = {"num_threads": threads}
     if case.out:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import trim as choosing
 from .._checkpoints import save
-from .._core.tables import convert_tables
+from .._core.tables import convert_tables, converted_by
 from .._layer import BertEmbeddings
 from .common import EXIT_USAGE, CLIError, ProgressBar, positive_int
 from .convert import TABLE_DTYPES, _check_out
@@ -118,11 +118,7 @@ def cmd_trim(args: argparse.Namespace) -> int:
     small = layer.trimmed(choice.ids, unknown=unknown)
     tables = small._tables
     if args.table_dtype is not None and args.table_dtype != tables.tok.dtype_name:
-        converted = [
-            t
-            for t in (tables.tok, tables.pos, tables.seg, tables.task)
-            if t is not None and t.dtype_name != args.table_dtype and (args.table_dtype != "int8" or t is tables.tok)
-        ]
+        converted = converted_by(tables, args.table_dtype)
         with ProgressBar(sum(t.rows for t in converted), "converting", unit="rows", enabled=show) as bar:
             label_now = [""]
             base_total = [0, 0]  # rows of the tables done before this one; rows of this one
