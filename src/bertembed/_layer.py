@@ -320,22 +320,7 @@ class BertEmbeddings:
         >>> stored, same
         ('int8', True)
         """
-        self._save(directory, self._tables)
-
-    def _save(self, directory: str | os.PathLike[str], tables: Tables, progress: save.Progress | None = None) -> None:
-        """Save the layer with `tables` (its own, or a conversion of them)."""
-        from ._checkpoints import save
-
-        save.save(
-            directory,
-            tables,
-            self._dtype,
-            self._rule,
-            self._zero_masked,
-            self._model_type,
-            progress,
-            special_ids=self._special,
-        )
+        save_layer(self, directory)
 
     # --- trimming ------------------------------------------------------------------------
 
@@ -757,6 +742,86 @@ class BertEmbeddings:
 
 
 BertEmbeddings.__call__.__signature__ = inspect.signature(BertEmbeddings._call)  # type: ignore[attr-defined]
+
+
+def stored_tables(layer: BertEmbeddings) -> Tables:
+    """The tables `layer` holds, as stored: the package's way to read them.
+
+    For the command line and the benchmark harness, which convert, save or
+    compare a layer's tables: nothing outside ``bertembed._core`` and this
+    module reads a layer's private attributes. The tables are the layer's
+    own (mapped or shared): read them, never write into them.
+
+    Parameters
+    ----------
+    layer : BertEmbeddings
+
+    Returns
+    -------
+    bertembed._core.tables.Tables
+        The token, position, segment and task tables (each a
+        :class:`~bertembed._core.tables.Table`, or None), the LayerNorm
+        parameters and eps, and a trimmed layer's id map.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bertembed._layer import BertEmbeddings, stored_tables
+    >>> layer = BertEmbeddings(np.ones((10, 4), np.float32), None, table_dtype="int8")
+    >>> t = stored_tables(layer)
+    >>> t.tok.dtype_name, t.tok.rows, t.pos, t.tok.scale is None
+    ('int8', 10, None, False)
+    """
+    return layer._tables
+
+
+def save_layer(
+    layer: BertEmbeddings,
+    directory: str | os.PathLike[str],
+    tables: Tables | None = None,
+    progress: save.Progress | None = None,
+) -> None:
+    """Save `layer` as :meth:`BertEmbeddings.save_pretrained` does, with `tables` instead of its own.
+
+    Parameters
+    ----------
+    layer : BertEmbeddings
+        Its settings are saved: result dtype, position rule, zero-masked
+        rows, model type and special token ids.
+    directory : str or os.PathLike
+    tables : Tables, optional
+        A conversion of the layer's tables (e.g. by
+        :func:`bertembed._core.tables.convert_tables`); None: its own, as
+        :meth:`~BertEmbeddings.save_pretrained` saves them.
+    progress : callable, optional
+        ``progress(done_bytes, total_bytes, label)`` as the weights are written.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from bertembed._core.tables import convert_tables
+    >>> from bertembed._layer import BertEmbeddings, save_layer, stored_tables
+    >>> layer = BertEmbeddings(np.ones((10, 4), np.float32), None)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     save_layer(layer, d, convert_tables(stored_tables(layer), "float16"))
+    ...     again = BertEmbeddings.from_pretrained(d)
+    ...     stored = again.table_dtype
+    ...     del again  # it maps d's file: let it go before d is removed (Windows refuses)
+    >>> stored
+    'float16'
+    """
+    from ._checkpoints import save
+
+    save.save(
+        directory,
+        layer._tables if tables is None else tables,
+        layer._dtype,
+        layer._rule,
+        layer._zero_masked,
+        layer._model_type,
+        progress,
+        special_ids=layer._special,
+    )
 
 
 def _as_rule(rule: PositionRule | str, padding_idx: int | None, tables: Tables) -> PositionRule:

@@ -10,6 +10,7 @@ import numpy as np
 from .. import BertEmbeddings
 from .._core import _kernel, dtypes
 from .._core import tables as _tables
+from .._layer import stored_tables
 from .data import LN_EPS, Case, Inputs
 
 
@@ -71,7 +72,7 @@ class BertembedCall:
 
 def token_values(call: BertembedCall) -> np.ndarray:
     """The token table of the call's layer as float32 values (an int8 table dequantised)."""
-    return _tables.to_float32(call.layer._tables.tok)
+    return _tables.to_float32(stored_tables(call.layer).tok)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def layer_arrays(layer: BertEmbeddings) -> LayerArrays:
     >>> a.tok.shape, a.pos, a.ln_weight.tolist(), a.ln_bias
     ((4, 2), None, [1.0, 1.0], None)
     """
-    t = layer._tables
+    t = stored_tables(layer)
     ln = t.ln
     return LayerArrays(
         tok=t.tok.data,

@@ -21,7 +21,7 @@ from typing import Any
 from .._checkpoints import save
 from .._core import dtypes
 from .._core.tables import convert_tables, converted_by
-from .._layer import BertEmbeddings
+from .._layer import BertEmbeddings, stored_tables
 from .common import CLIError, ProgressBar, positive_int
 
 #: What ``--table-dtype`` accepts (the dtype registry's conversions).
@@ -55,7 +55,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     model, out = Path(args.model_dir).expanduser(), Path(args.out_dir).expanduser()
     _check_out(model, out)
     layer = BertEmbeddings.from_pretrained(model)
-    tables = layer._tables
+    tables = stored_tables(layer)
     todo = converted_by(tables, args.table_dtype)
     # One bar over the rows of every table converted, one table after the other.
     state: dict[str, Any] = {"label": "", "base": 0, "total": 0}
