@@ -107,8 +107,28 @@ class BertEmbeddings:
             task_embeddings,
             dtypes.as_table_dtype(table_dtype),
         )
-        self._init(tables, dtype, _as_rule(position_rule, padding_idx, tables), bool(zero_masked_rows))
-        self._threads = threads
+        self._init(tables, dtype, _as_rule(position_rule, padding_idx, tables), bool(zero_masked_rows), threads=threads)
+
+    @classmethod
+    def _of_tables(
+        cls,
+        tables: Tables,
+        dtype: Any,
+        rule: PositionRule,
+        zero_masked_rows: bool,
+        special_ids: tuple[int, ...] = (),
+        *,
+        model_type: str | None = None,
+        source: tuple[str, str | None, Any] | None = None,
+        threads: int | None = None,
+    ) -> BertEmbeddings:
+        """A layer of checked tables: what :meth:`from_pretrained`, :meth:`trimmed` and
+        unpickling build (the constructor checks arrays into tables first); see :meth:`_init`."""
+        layer = cls.__new__(cls)
+        layer._init(
+            tables, dtype, rule, zero_masked_rows, special_ids, model_type=model_type, source=source, threads=threads
+        )
+        return layer
 
     def _init(
         self,
@@ -117,7 +137,13 @@ class BertEmbeddings:
         rule: PositionRule,
         zero_masked_rows: bool,
         special_ids: tuple[int, ...] = (),
+        *,
+        model_type: str | None = None,
+        source: tuple[str, str | None, Any] | None = None,
+        threads: int | None = None,
     ) -> None:
+        """Set every attribute of the layer: the one construction path (the constructor and
+        :meth:`_of_tables` call it, nothing else sets the layer's attributes)."""
         if tables.token_map is not None:
             # A trimmed layer: its map checked here, once (every entry a kept row or -1).
             m = tables.token_map
@@ -134,10 +160,10 @@ class BertEmbeddings:
         self._zero_masked = zero_masked_rows
         self._plan = embed.bind(tables, rule, self._dtype)
         # (checkpoint path, table_dtype, config) of a loaded layer, for cheap pickling
-        self._source: tuple[str, str | None, Any] | None = None
-        self._model_type: str | None = None
+        self._source = source
+        self._model_type = model_type
         # The layer's thread count for calls that give none (None: the process's).
-        self._threads = None
+        self._threads = threads
 
     @classmethod
     def from_pretrained(
@@ -226,21 +252,23 @@ class BertEmbeddings:
         from ._checkpoints import load
 
         ckpt = load.read(path, config=config, table_dtype=target)
-        layer = cls.__new__(cls)
-        try:
-            layer._init(
-                ckpt.tables, ckpt.dtype if dtype is None else dtype, ckpt.rule, ckpt.zero_masked_rows, ckpt.special_ids
-            )
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{ckpt.path}: {exc}") from exc
-        layer._model_type = ckpt.model_type
-        layer._threads = threads
         if isinstance(config, (str, os.PathLike)):
             from pathlib import Path  # (loaded with the checkpoint code anyway)
 
             config = str(Path(os.fspath(config)).expanduser().resolve())
-        layer._source = (ckpt.path, target, None if config is None else config)
-        return layer
+        try:
+            return cls._of_tables(
+                ckpt.tables,
+                ckpt.dtype if dtype is None else dtype,
+                ckpt.rule,
+                ckpt.zero_masked_rows,
+                ckpt.special_ids,
+                model_type=ckpt.model_type,
+                source=(ckpt.path, target, None if config is None else config),
+                threads=threads,
+            )
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{ckpt.path}: {exc}") from exc
 
     def save_pretrained(self, directory: str | os.PathLike[str]) -> None:
         """Save the layer as it is stored, for :meth:`from_pretrained` to map back.
@@ -292,22 +320,7 @@ class BertEmbeddings:
         >>> stored, same
         ('int8', True)
         """
-        self._save(directory, self._tables)
-
-    def _save(self, directory: str | os.PathLike[str], tables: Tables, progress: save.Progress | None = None) -> None:
-        """Save the layer with `tables` (its own, or a conversion of them)."""
-        from ._checkpoints import save
-
-        save.save(
-            directory,
-            tables,
-            self._dtype,
-            self._rule,
-            self._zero_masked,
-            self._model_type,
-            progress,
-            special_ids=self._special,
-        )
+        save_layer(self, directory)
 
     # --- trimming ------------------------------------------------------------------------
 
@@ -398,10 +411,10 @@ class BertEmbeddings:
         tables = self._tables._replace(
             tok=take_rows(self._tables.tok, rows), token_map=trim.build_map(keep, vocab, unk)
         )
-        layer = type(self).__new__(type(self))
-        layer._init(tables, self._dtype, self._rule, self._zero_masked, tuple(int(i) for i in always))
-        layer._model_type = self._model_type
-        return layer
+        special = tuple(int(i) for i in always)
+        return type(self)._of_tables(
+            tables, self._dtype, self._rule, self._zero_masked, special, model_type=self._model_type
+        )
 
     def _tokenizer_special_ids(self) -> tuple[int, ...]:
         """The special tokens of the ``tokenizer.json`` beside the checkpoint this layer was loaded from."""
@@ -436,7 +449,7 @@ class BertEmbeddings:
         so the file must exist at the same absolute path there. A layer built
         from arrays pickles its validated tables.
         """
-        dtype = "bfloat16" if dtypes.is_bfloat16(self._dtype) else self._dtype.name
+        dtype = dtypes.name_of(self._dtype)
         if self._source is not None:
             return _reopen, (type(self), *self._source, dtype, self._fingerprint())
         if self._map is not None:
@@ -731,6 +744,86 @@ class BertEmbeddings:
 BertEmbeddings.__call__.__signature__ = inspect.signature(BertEmbeddings._call)  # type: ignore[attr-defined]
 
 
+def stored_tables(layer: BertEmbeddings) -> Tables:
+    """The tables `layer` holds, as stored: the package's way to read them.
+
+    For the command line and the benchmark harness, which convert, save or
+    compare a layer's tables: nothing outside ``bertembed._core`` and this
+    module reads a layer's private attributes. The tables are the layer's
+    own (mapped or shared): read them, never write into them.
+
+    Parameters
+    ----------
+    layer : BertEmbeddings
+
+    Returns
+    -------
+    bertembed._core.tables.Tables
+        The token, position, segment and task tables (each a
+        :class:`~bertembed._core.tables.Table`, or None), the LayerNorm
+        parameters and eps, and a trimmed layer's id map.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bertembed._layer import BertEmbeddings, stored_tables
+    >>> layer = BertEmbeddings(np.ones((10, 4), np.float32), None, table_dtype="int8")
+    >>> t = stored_tables(layer)
+    >>> t.tok.dtype_name, t.tok.rows, t.pos, t.tok.scale is None
+    ('int8', 10, None, False)
+    """
+    return layer._tables
+
+
+def save_layer(
+    layer: BertEmbeddings,
+    directory: str | os.PathLike[str],
+    tables: Tables | None = None,
+    progress: save.Progress | None = None,
+) -> None:
+    """Save `layer` as :meth:`BertEmbeddings.save_pretrained` does, with `tables` instead of its own.
+
+    Parameters
+    ----------
+    layer : BertEmbeddings
+        Its settings are saved: result dtype, position rule, zero-masked
+        rows, model type and special token ids.
+    directory : str or os.PathLike
+    tables : Tables, optional
+        A conversion of the layer's tables (e.g. by
+        :func:`bertembed._core.tables.convert_tables`); None: its own, as
+        :meth:`~BertEmbeddings.save_pretrained` saves them.
+    progress : callable, optional
+        ``progress(done_bytes, total_bytes, label)`` as the weights are written.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from bertembed._core.tables import convert_tables
+    >>> from bertembed._layer import BertEmbeddings, save_layer, stored_tables
+    >>> layer = BertEmbeddings(np.ones((10, 4), np.float32), None)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     save_layer(layer, d, convert_tables(stored_tables(layer), "float16"))
+    ...     again = BertEmbeddings.from_pretrained(d)
+    ...     stored = again.table_dtype
+    ...     del again  # it maps d's file: let it go before d is removed (Windows refuses)
+    >>> stored
+    'float16'
+    """
+    from ._checkpoints import save
+
+    save.save(
+        directory,
+        layer._tables if tables is None else tables,
+        layer._dtype,
+        layer._rule,
+        layer._zero_masked,
+        layer._model_type,
+        progress,
+        special_ids=layer._special,
+    )
+
+
 def _as_rule(rule: PositionRule | str, padding_idx: int | None, tables: Tables) -> PositionRule:
     """The layer's position rule from the constructor's arguments."""
     if isinstance(rule, PositionRule):
@@ -782,6 +875,4 @@ def _rebuild(
     special_ids: tuple[int, ...] = (),
 ) -> BertEmbeddings:
     """Unpickle a layer built from arrays (or trimmed)."""
-    layer = cls.__new__(cls)
-    layer._init(tables, dtype, rule if tables.pos is not None else NONE, zero_masked, special_ids)
-    return layer
+    return cls._of_tables(tables, dtype, rule if tables.pos is not None else NONE, zero_masked, special_ids)

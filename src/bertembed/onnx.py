@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ._core import dtypes
+
 __all__ = ["SplitResult", "split_model"]
 
 #: Above this many bytes of weights, ``encoder.onnx`` keeps them in ``encoder.onnx.data``.
@@ -72,6 +76,15 @@ def _import_onnx() -> Any:
             "splitting an ONNX model needs the onnx package: pip install onnx (or bertembed[onnx])"
         ) from None
     return onnx
+
+
+def _tolerance(table_dtype: np.dtype) -> float:
+    """How far the split layer may be from the graph's embeddings (the dtype registry's tolerance of
+    the token table's dtype; the splitter reads float16, float32 and float64 tables)."""
+    entry = dtypes.of_array(np.dtype(table_dtype))
+    if entry is None or entry.tolerance is None:
+        raise KeyError(np.dtype(table_dtype))
+    return entry.tolerance
 
 
 def _weights_bytes(model: Any) -> int:
@@ -171,7 +184,7 @@ def split_model(model: str | os.PathLike[str] | Any, out_dir: str | os.PathLike[
         layer.write(staging, tensors, config)
         del tensors
         emb = BertEmbeddings.from_pretrained(staging)
-        difference = layer.check(graph, ln, roles, emb, config)
+        difference = layer.check(graph, ln, roles, emb, config, _tolerance(roles.token.table.dtype))
         del emb
         removed = tuple(n for n in (roles.ids_input, roles.segment_input) if n)
         encoder = cut.cut(graph, ln, found, roles)

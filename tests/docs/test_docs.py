@@ -9,6 +9,8 @@ MODULES = [
     "bertembed._function",
     "bertembed._layer",
     "bertembed._core.runtime",
+    "bertembed._core.dtypes",
+    "bertembed._core.tables",
     "bertembed._cli",
     "bertembed._core.positions",
     "bertembed._core.cpus",

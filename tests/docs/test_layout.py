@@ -180,6 +180,22 @@ def test_no_import_cycle() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def test_only_the_layer_and_the_kernel_folder_read_a_layers_tables() -> None:
+    # Everything else reads them through bertembed._layer.stored_tables (and saves through save_layer).
+    owners = {"bertembed._layer"}
+    wrong = []
+    for module, path in module_names().items():
+        if path.suffix != ".py" or module in owners or _folder(module) == "bertembed._core":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        wrong += [
+            f"{module}:{node.lineno} .{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in ("_tables", "_save", "_init", "_of_tables")
+        ]
+    assert not wrong, "a layer's private attributes read outside _core and _layer:\n" + "\n".join(wrong)
+
+
 # --------------------------------------------------------------------------- the checker itself
 
 

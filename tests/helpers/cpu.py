@@ -15,9 +15,10 @@ import platform
 import subprocess
 import sys
 
-#: Every row kernel, per architecture, narrowest first (BERTEMBED_ISA names a cap).
-X86 = ("baseline", "avx2", "avx512")
-ARM = ("baseline", "neon")
+from bertembed._core.knobs import ISAS_ARM as ARM
+from bertembed._core.knobs import ISAS_X86 as X86
+
+# X86, ARM: every row kernel, per architecture, narrowest first (BERTEMBED_ISA names a cap).
 
 
 def order() -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._core import knobs
 from .data import BERTEMBED, BERTEMBED_T, Case
 
 #: BERT-base's vocabulary (token rows).
@@ -22,7 +23,7 @@ TABLE_SHAPES = ((32, 512), (8, 128))
 TABLE_KINDS = (None, "bfloat16", "int8")
 #: The row kernels (``BERTEMBED_ISA``) the ``tables`` family is measured with,
 #: each the machine runs and the build holds (:func:`runnable_isas`).
-TABLE_ISAS = ("baseline", "avx2", "avx512", "neon")
+TABLE_ISAS = knobs.ISA.accepted
 
 
 def runnable_isas() -> list[str]:

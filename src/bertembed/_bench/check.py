@@ -7,13 +7,15 @@ from typing import Any
 
 import numpy as np
 
+from .._core import dtypes
+
 
 def mismatch(expected: np.ndarray, got: Any, dtype: str) -> str | None:
     """None when ``got`` is close to ``expected`` (loosely), else a description."""
     got = np.asarray(got)
     if got.shape != expected.shape:
         return f"shape {got.shape}, expected {expected.shape}"
-    tol = 1e-3 if dtype == "float32" else 1e-7
+    tol = 1e-7 if dtypes.BY_NAME[dtype].wide else 1e-3  # 1e-7 for float64 results, 1e-3 for float32 and narrower
     a, b = expected.reshape(-1), got.reshape(-1)
     worst, bad = 0.0, 0
     step = 1 << 20  # chunks: no full-size temporaries for 100 MB results

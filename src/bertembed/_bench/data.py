@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._core import dtypes
 from .timing import Contender, Fn
 
 #: BERT's LayerNorm epsilon, used by every contender.
@@ -156,12 +157,12 @@ class Variant:
         return f"{self.contender}@{self.threads}"
 
 
-def _bfloat16() -> Any:
+def _array_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of `name` tables (the registry's; ImportError for bfloat16 without ml_dtypes)."""
     try:
-        import ml_dtypes
-    except ImportError:
+        return dtypes.array_dtype(name)
+    except TypeError:
         raise ImportError("bfloat16 tables need the 'ml_dtypes' package") from None
-    return ml_dtypes.bfloat16
 
 
 def _tables(case: Case, seed: int, cache: dict[Any, Any]) -> tuple[np.ndarray, ...]:
@@ -184,11 +185,11 @@ def _tables(case: Case, seed: int, cache: dict[Any, Any]) -> tuple[np.ndarray, .
             arrays.append(arr)
         cache[key] = tuple(arrays)
     tables = cache[key]
-    if case.table_dtype in (None, case.dtype, "int8"):  # int8: the layer quantises
-        return tables
+    if case.table_dtype in (None, case.dtype) or dtypes.BY_NAME[case.table_dtype].quantised:
+        return tables  # (int8: the layer quantises)
     low_key = (*key, case.table_dtype)
     if low_key not in cache:
-        low = _bfloat16() if case.table_dtype == "bfloat16" else np.dtype(case.table_dtype)
+        low = _array_dtype(case.table_dtype)
         cache[low_key] = (*(t.astype(low) for t in tables[:3]), *tables[3:])
     return cache[low_key]
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .._core import dtypes
 from .check import mismatch
 from .data import BERTEMBED, Case, Context, Inputs, Peer, Variant
 from .peers import PEERS
@@ -91,7 +92,7 @@ def load_peer(ref: dict[str, Any]) -> Peer:
 def _widened(inputs: Inputs, dtype: str, call: Any) -> Inputs:
     """The inputs with `dtype` tables holding the values bertembed's layer reads
     (an int8 token table dequantised)."""
-    if isinstance(call, BertembedCall) and call.layer.table_dtype == "int8":
+    if isinstance(call, BertembedCall) and dtypes.BY_NAME[call.layer.table_dtype].quantised:
         tok = token_values(call).astype(dtype, copy=False)
     else:
         tok = inputs.tok.astype(dtype)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._core import dtypes
 from .data import BERTEMBED, BERTEMBED_T, SCENARIOS
 from .schema import BenchRun, CaseResult, as_run, label
 
@@ -165,15 +166,12 @@ def format_goals(results: Results, judged: bool = True) -> str:
     return "\n".join([*head, *_grid(["goal", "measured", "verdict"], rows), f"not here: {NOT_TIMED}"])
 
 
-#: Bytes per value of a token table, by ``table_dtype`` (None: float32, as given).
-_TABLE_ITEMSIZE = {None: 4, "float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
-
-
 def _table_bytes(r: CaseResult) -> str:
-    size = _TABLE_ITEMSIZE.get(r.table_dtype)
-    if size is None or r.V is None or r.H is None:
+    """The token table's values in MiB, by its ``table_dtype`` (None: float32, as given)."""
+    entry = dtypes.BY_NAME.get(r.table_dtype or dtypes.FLOAT32.name)
+    if entry is None or r.V is None or r.H is None:
         return "?"
-    return f"{r.V * r.H * size / 2**20:.3g} MiB"
+    return f"{r.V * r.H * entry.itemsize / 2**20:.3g} MiB"
 
 
 def format_table_dtypes(results: Results) -> str:

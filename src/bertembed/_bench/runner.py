@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import max_threads
-from .._core import _kernel
+from .._core import _kernel, knobs
 from .cases import DEFAULT_CASES, GOALS, Goal
 from .data import BERTEMBED, BERTEMBED_T, SCENARIOS, Case, Context, Peer, Variant, make_inputs
 from .machine import machine_info
@@ -145,7 +145,7 @@ def _measure_isolated(
                 spec["expected"] = str(expected)
             env = {"OMP_NUM_THREADS": str(threads)} if peer is None else {}
             if case.isa is not None:
-                env["BERTEMBED_ISA"] = case.isa
+                env[knobs.ISA.name] = case.isa
             try:
                 result = run_child(_WORKER_CODE, [json.dumps(spec)], env=env, paths=paths)
             except RuntimeError as exc:

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from .. import BertEmbeddings
-from .._core import _kernel
+from .._core import _kernel, dtypes
 from .._core import tables as _tables
+from .._layer import stored_tables
 from .data import LN_EPS, Case, Inputs
 
 
@@ -38,7 +39,8 @@ def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> Bertembed
     ln: dict[str, Any] = {}
     if case.layer_norm:
         ln = {"ln_weight": d.ln_weight, "ln_bias": d.ln_bias, "ln_eps": LN_EPS}
-    convert = "int8" if case.table_dtype == "int8" else None
+    # A quantised table is made by the layer; the others are given as arrays (make_inputs).
+    convert = case.table_dtype if case.table_dtype is not None and dtypes.BY_NAME[case.table_dtype].quantised else None
     layer = BertEmbeddings(d.tok, d.pos, d.seg, dtype=np.dtype(case.dtype), table_dtype=convert, **ln)
     kw: dict[str, Any] = {"num_threads": threads}
     if case.out:
@@ -70,7 +72,7 @@ class BertembedCall:
 
 def token_values(call: BertembedCall) -> np.ndarray:
     """The token table of the call's layer as float32 values (an int8 table dequantised)."""
-    return _tables.to_float32(call.layer._tables.tok)
+    return _tables.to_float32(stored_tables(call.layer).tok)
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ def layer_arrays(layer: BertEmbeddings) -> LayerArrays:
     >>> a.tok.shape, a.pos, a.ln_weight.tolist(), a.ln_bias
     ((4, 2), None, [1.0, 1.0], None)
     """
-    t = layer._tables
+    t = stored_tables(layer)
     ln = t.ln
     return LayerArrays(
         tok=t.tok.data,

@@ -16,6 +16,7 @@ from typing import Any
 
 from .._bench import cases as bench_cases
 from .._bench import report, runner, schema
+from .._core import knobs
 from .common import CLIError, ProgressBar, check_out_dir, positive_int, write_text
 from .plot import plot_results, require_matplotlib
 
@@ -122,7 +123,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--isa",
         metavar="LIST",
-        help="comma-separated row kernels (BERTEMBED_ISA: baseline, avx2, avx512, neon) to measure with, each "
+        help=f"comma-separated row kernels ({knobs.ISA.name}: {knobs.ISA.describe()}) to measure with, each "
         "in its own processes (default: the family's; 'tables' has one case per kernel this machine runs)",
     )
     bench.add_argument(

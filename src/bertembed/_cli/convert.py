@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from .._checkpoints import save
-from .._core.tables import convert_tables
-from .._layer import BertEmbeddings
+from .._core import dtypes
+from .._core.tables import convert_tables, converted_by
+from .._layer import BertEmbeddings, stored_tables
 from .common import CLIError, ProgressBar, positive_int
 
-#: What ``--table-dtype`` accepts.
-TABLE_DTYPES = ("int8", "bfloat16", "float16", "float32")
+#: What ``--table-dtype`` accepts (the dtype registry's conversions).
+TABLE_DTYPES = dtypes.CONVERSIONS
 
 MIB = 1 << 20
 
@@ -54,12 +55,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     model, out = Path(args.model_dir).expanduser(), Path(args.out_dir).expanduser()
     _check_out(model, out)
     layer = BertEmbeddings.from_pretrained(model)
-    tables = layer._tables
-    todo = [
-        t
-        for t in (tables.tok, tables.pos, tables.seg, tables.task)
-        if t is not None and t.dtype_name != args.table_dtype and (args.table_dtype != "int8" or t is tables.tok)
-    ]
+    tables = stored_tables(layer)
+    todo = converted_by(tables, args.table_dtype)
     # One bar over the rows of every table converted, one table after the other.
     state: dict[str, Any] = {"label": "", "base": 0, "total": 0}
     with ProgressBar(sum(t.rows for t in todo), "converting", unit="rows", enabled=not args.quiet) as bar:

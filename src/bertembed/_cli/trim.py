@@ -23,8 +23,8 @@ import numpy as np
 
 from .. import trim as choosing
 from .._checkpoints import save
-from .._core.tables import convert_tables
-from .._layer import BertEmbeddings
+from .._core.tables import convert_tables, converted_by
+from .._layer import BertEmbeddings, save_layer, stored_tables
 from .common import EXIT_USAGE, CLIError, ProgressBar, positive_int
 from .convert import TABLE_DTYPES, _check_out
 
@@ -116,13 +116,9 @@ def cmd_trim(args: argparse.Namespace) -> int:
         )
     unknown = _unknown(args.unknown, tok)
     small = layer.trimmed(choice.ids, unknown=unknown)
-    tables = small._tables
+    tables = stored_tables(small)
     if args.table_dtype is not None and args.table_dtype != tables.tok.dtype_name:
-        converted = [
-            t
-            for t in (tables.tok, tables.pos, tables.seg, tables.task)
-            if t is not None and t.dtype_name != args.table_dtype and (args.table_dtype != "int8" or t is tables.tok)
-        ]
+        converted = converted_by(tables, args.table_dtype)
         with ProgressBar(sum(t.rows for t in converted), "converting", unit="rows", enabled=show) as bar:
             label_now = [""]
             base_total = [0, 0]  # rows of the tables done before this one; rows of this one
@@ -136,7 +132,7 @@ def cmd_trim(args: argparse.Namespace) -> int:
 
             tables = convert_tables(tables, args.table_dtype, num_threads=args.threads or 0, progress=progress)
     with _bytes_bar(show, f"writing {save.WEIGHTS_NAME}") as bar:
-        small._save(out, tables, progress=bar_progress(bar))
+        save_layer(small, out, tables, progress=bar_progress(bar))
     size = (out / save.WEIGHTS_NAME).stat().st_size
     before = layer.nbytes
     print(

@@ -18,7 +18,7 @@ a call the shim has checked), :func:`convert_rows`, :func:`first_out_of_range`,
 end of this file exist for tests and diagnostics only.
 """
 
-import os
+from . import knobs
 
 cimport numpy as cnp
 from cython.parallel cimport parallel, prange, threadid
@@ -141,8 +141,8 @@ SIZE_CLASSES = BE_SIZE_CLASSES
 
 
 cdef void _init_rows():
-    """Pick the row kernel for this CPU; BERTEMBED_ISA=baseline|avx2 caps it."""
-    cdef bytes cap = os.environ.get("BERTEMBED_ISA", "").encode()
+    """Pick the row kernel for this CPU; BERTEMBED_ISA (read by knobs.py) caps it."""
+    cdef bytes cap = knobs.ISA.read().encode()
     be_rows_init(<const char *>cap if cap else NULL)
 
 

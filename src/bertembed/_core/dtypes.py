@@ -4,10 +4,11 @@
 or a result written in: its name, the kernel's storage kind, the NumPy dtype
 that holds its bytes, its safetensors code, its item size, whether the kernel
 reads it as stored, whether it can be a result, and whether rows that read or
-write it are computed in float64. Every module that needs such a fact reads
-it here: the tables and input checks (``tables.py``, ``validate.py``), the
-checkpoint readers and the saved-layer format (``_checkpoints/``), the ONNX
-splitter and ``show_config``. The kind numbers themselves are the kernel's
+write it are computed in float64, and the tolerance of a check of its
+results. Every module that needs such a fact reads it here: the tables and
+input checks (``tables.py``, ``validate.py``), the checkpoint readers and the
+saved-layer format (``_checkpoints/``), the ONNX splitter, the command line,
+the benchmark harness and ``show_config``. The kind numbers themselves are the kernel's
 (declared in C, ``csrc/be_kinds.h``) and only read here.
 
 Adding a dtype touches two places: a row here (and its name in
@@ -62,6 +63,11 @@ class DType:
         Whether a result can have this dtype.
     wide : bool
         Whether rows that read or write it are computed in float64.
+    tolerance : float or None
+        How far a result in it may be from the same sum computed in float64,
+        relative to ``max(1, |largest value|)``: the ONNX splitter's check of
+        the layer it wrote against the graph. None where no check needs one
+        (int8 is no result; the splitter reads no bfloat16 graph).
     """
 
     name: str
@@ -72,6 +78,7 @@ class DType:
     as_stored: bool = True
     result: bool = True
     wide: bool = False
+    tolerance: float | None = None
 
     @property
     def itemsize(self) -> int:
@@ -84,9 +91,9 @@ class DType:
         return not self.as_stored
 
 
-FLOAT32 = DType("float32", _kernel.KIND_F32, np.dtype(np.float32), "F32", "FloatStorage")
-FLOAT64 = DType("float64", _kernel.KIND_F64, np.dtype(np.float64), "F64", "DoubleStorage", wide=True)
-FLOAT16 = DType("float16", _kernel.KIND_F16, np.dtype(np.float16), "F16", "HalfStorage")
+FLOAT32 = DType("float32", _kernel.KIND_F32, np.dtype(np.float32), "F32", "FloatStorage", tolerance=2e-5)
+FLOAT64 = DType("float64", _kernel.KIND_F64, np.dtype(np.float64), "F64", "DoubleStorage", wide=True, tolerance=1e-12)
+FLOAT16 = DType("float16", _kernel.KIND_F16, np.dtype(np.float16), "F16", "HalfStorage", tolerance=4e-3)
 BFLOAT16 = DType("bfloat16", _kernel.KIND_BF16, np.dtype(np.uint16), "BF16", "BFloat16Storage")
 INT8 = DType("int8", _kernel.KIND_I8, np.dtype(np.int8), "I8", "CharStorage", as_stored=False, result=False)
 
@@ -103,6 +110,10 @@ AS_STORED = tuple(d for d in REGISTRY if d.as_stored)
 RESULTS = tuple(d for d in REGISTRY if d.result)
 #: Names accepted for ``table_dtype`` (conversion when a layer is built).
 TABLE_DTYPES = tuple(d.name for d in REGISTRY)
+#: What ``bertembed convert`` and ``bertembed trim --table-dtype`` store a
+#: checkpoint's tables as, narrowest first: every table dtype but float64 (a
+#: conversion there is made to save memory).
+CONVERSIONS = tuple(d.name for d in (INT8, BFLOAT16, FLOAT16, FLOAT32))
 
 #: Storage kinds, as numbered by the kernel (short names for the shim).
 F32, F64, F16, BF16, I8 = FLOAT32.kind, FLOAT64.kind, FLOAT16.kind, BFLOAT16.kind, INT8.kind
@@ -130,6 +141,25 @@ def bfloat16_dtype() -> np.dtype:
     except ImportError:
         raise TypeError("bfloat16 arrays need the ml_dtypes package (pip install ml_dtypes)") from None
     return np.dtype(ml_dtypes.bfloat16)
+
+
+def array_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of arrays of the dtype called `name`, as a layer takes
+    them (bfloat16: ``ml_dtypes.bfloat16``, see :func:`bfloat16_dtype`).
+
+    Only for the dtypes read as stored (:data:`AS_STORED`): an int8 table is
+    made by quantising, not given as an array.
+
+    Examples
+    --------
+    >>> from bertembed._core import dtypes
+    >>> dtypes.array_dtype("float16")
+    dtype('float16')
+    """
+    entry = BY_NAME[name]
+    if not entry.as_stored:
+        raise ValueError(f"{name} tables are made by quantising when a layer is built, not given as arrays")
+    return bfloat16_dtype() if entry is BFLOAT16 else entry.storage
 
 
 def of_array(dtype: np.dtype) -> DType | None:

@@ -52,9 +52,16 @@ class Knob:
         return raw.strip()
 
 
+#: The row kernels' instruction sets, per architecture, narrowest first: the
+#: values of ``BERTEMBED_ISA``. The C (``csrc/be_rows.h``) names them with the
+#: same strings (``be_isa``, ``be_isas`` and the caps it compares), which
+#: ``tests/core/kernel/test_isa_names.py`` checks against these.
+ISAS_X86 = ("baseline", "avx2", "avx512")
+ISAS_ARM = ("baseline", "neon")
+
 ISA = Knob(
     "BERTEMBED_ISA",
-    ("baseline", "avx2", "avx512", "neon"),
+    tuple(dict.fromkeys(ISAS_X86 + ISAS_ARM)),
     "",
     "caps the row kernel's instruction set (x86: baseline < avx2 < avx512)",
 )

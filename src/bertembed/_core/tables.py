@@ -240,12 +240,30 @@ def prepare_tables(
     return tables if table_dtype is None else convert_tables(tables, table_dtype)
 
 
+def converted_by(tables: Tables, table_dtype: str) -> list[Table]:
+    """The tables :func:`convert_tables` converts to `table_dtype`, in its order:
+    the token table only for a quantised dtype (int8), else every table; a
+    table already stored as `table_dtype` is kept, not converted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bertembed._core.tables import converted_by, prepare_tables
+    >>> t = prepare_tables(np.ones((10, 4), np.float32), np.ones((8, 4), np.float32), None,
+    ...                    None, None, 1e-12, None, None)
+    >>> [x.rows for x in converted_by(t, "int8")], [x.rows for x in converted_by(t, "float16")]
+    ([10], [10, 8])
+    """
+    every = [tables.tok] if dtypes.BY_NAME[table_dtype].quantised else [tables.tok, tables.pos, tables.seg, tables.task]
+    return [t for t in every if t is not None and t.dtype_name != table_dtype]
+
+
 def convert_tables(
     tables: Tables, table_dtype: str, *, num_threads: int = 0, progress: Progress | None = None
 ) -> Tables:
     """`tables` stored as `table_dtype`: ``int8`` quantises the token table
-    only (the others are kept), a float dtype converts every table. See
-    :func:`bertembed._core.tables.convert`."""
+    only (the others are kept), a float dtype converts every table (see
+    :func:`converted_by`). See :func:`bertembed._core.tables.convert`."""
 
     def conv(t: Table | None, name: str) -> Table | None:
         return None if t is None else convert(t, name, table_dtype, num_threads=num_threads, progress=progress)

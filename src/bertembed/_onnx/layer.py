@@ -14,9 +14,6 @@ from .layernorm import LayerNorm
 from .lookups import Sum
 from .rules import Roles, evaluate, input_dtype
 
-#: Largest difference accepted between the layer and the graph's own embeddings, times max(1, max |value|).
-TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12, np.dtype(np.float16): 4e-3}
-
 
 def tables(ln: LayerNorm, found: Sum, roles: Roles) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The layer's tensors (Hugging Face names) and its config.json."""
@@ -109,14 +106,14 @@ def _probes(roles: Roles, config: dict[str, Any], rng: np.random.Generator) -> l
     return probes
 
 
-def check(graph: Graph, ln: LayerNorm, roles: Roles, layer: Any, config: dict[str, Any]) -> float:
+def check(graph: Graph, ln: LayerNorm, roles: Roles, layer: Any, config: dict[str, Any], tolerance: float) -> float:
     """The largest difference between `layer` and the graph's own embeddings on probe batches.
 
-    Raises ValueError when it is above :data:`TOLERANCE` (times the size of the values).
+    Raises ValueError when it is above `tolerance` (the token table dtype's,
+    from the dtype registry) times ``max(1, max |value|)``.
     """
     rng = np.random.default_rng(2)
     worst = 0.0
-    dtype = roles.token.table.dtype
     for probe in _probes(roles, config, rng):
         shape = probe["ids"].shape
         values = {roles.ids_input: probe["ids"]}
@@ -131,7 +128,7 @@ def check(graph: Graph, ln: LayerNorm, roles: Roles, layer: Any, config: dict[st
             raise ValueError(f"{describe(ln.node)}: the layer gives shape {got.shape}, the graph {want.shape}")
         diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
         scale = max(1.0, float(np.max(np.abs(want))))
-        if not np.isfinite(diff) or diff > TOLERANCE[np.dtype(dtype)] * scale:
+        if not np.isfinite(diff) or diff > tolerance * scale:
             raise ValueError(
                 f"{describe(ln.node)}: the extracted layer differs from the graph's embeddings by {diff:.3g} "
                 f"(shape {shape}, position rule {roles.rule}); the split is refused"

@@ -298,7 +298,9 @@ static const char *be_isas = "baseline";
 #endif
 
 /* Pick the widest row kernel this CPU runs. BERTEMBED_ISA=baseline|avx2
- * caps it (for testing and for comparing). */
+ * caps it (for testing and for comparing); `cap` is its value as knobs.py
+ * read it (NULL: none). The ISA names here are knobs.py's (ISAS_X86,
+ * ISAS_ARM), checked by tests/core/kernel/test_isa_names.py. */
 static void be_rows_init(const char *cap) {
 #if BE_MULTIVERSION
     int allow512 = !(cap && (strcmp(cap, "baseline") == 0 || strcmp(cap, "avx2") == 0));
