@@ -82,6 +82,15 @@ SETTINGS: tuple[Setting, ...] = (
         kind=float,
         zero=True,
     ),
+    Setting(
+        "immediate",
+        "SERVICE_IMMEDIATE",
+        True,
+        "a request that finds the batcher idle and fits one encoder call runs it on the tokenizer thread at once "
+        "(no hand-off, no wait)",
+        limit=False,
+        kind=bool,
+    ),
     Setting("max_batch", "SERVICE_MAX_BATCH", 2048, "most inputs in one request (OpenAI's limit)", option=True),
     Setting(
         "max_request_tokens",
@@ -192,6 +201,15 @@ SETTINGS: tuple[Setting, ...] = (
         "SERVICE_ORT_ARENA",
         "shrink",
         "ONNX Runtime's CPU memory arena: shrink, on or off",
+        limit=False,
+        kind=str,
+    ),
+    Setting(
+        "spinning",
+        "SERVICE_ORT_SPINNING",
+        "auto",
+        "ONNX Runtime's intra-op threads spin while waiting for work: on, off or auto "
+        "(on when workers x threads <= usable cores)",
         limit=False,
         kind=str,
     ),
