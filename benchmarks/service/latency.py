@@ -21,13 +21,16 @@ the harness's clock (``bertembed._bench.timing``).
 Contenders:
 
 ``pipeline``         ``SentenceEmbedder.encode_texts`` in process (``bertembed export``'s artifact),
-                     ``--threads`` ONNX Runtime threads, spinning as its default decides
-``pipeline-nospin``  the same with ONNX Runtime's spinning off (the default before the change)
-``http``             ``bertembed serve``: one worker, ``--threads`` threads, ``POST /embed`` with the
-                     standard library's ``http.client`` (one keep-alive connection per client)
+                     ``--threads`` ONNX Runtime threads, the default settings
+``pipeline-spin``    the same with ONNX Runtime's intra-op spinning on (``spinning="on"``)
+``http``             ``bertembed serve``: one worker, ``--threads`` threads, the default settings,
+                     ``POST /embed`` with the standard library's ``http.client`` (one keep-alive
+                     connection per client)
+``http-spin``        ``http`` with ``SERVICE_ORT_SPINNING=on``
 ``http-openai``      the same service through the ``openai`` SDK (``embeddings.create``)
 ``http-before``      ``http`` with ``SERVICE_IMMEDIATE=0`` and ``SERVICE_ORT_SPINNING=off``: every
                      request through the batcher's thread, no spinning (the service before the change)
+``http-before-nowait`` ``http-before`` with ``SERVICE_MAX_WAIT_MS=0``
 ``st``               sentence-transformers on torch, ``encode([text])``, ``--threads`` torch threads
 ``st-onnx``          sentence-transformers ``backend="onnx"``, ``--threads`` intra-op threads
                      (needs optimum-onnx: ``--st-onnx-python``)
@@ -69,10 +72,12 @@ ROOT = HERE.parent.parent
 TEXT = "What is the capital city of France?"
 CONTENDERS = (
     "pipeline",
-    "pipeline-nospin",
+    "pipeline-spin",
     "http",
+    "http-spin",
     "http-openai",
     "http-before",
+    "http-before-nowait",
     "st",
     "st-onnx",
     "fastembed",
@@ -88,6 +93,8 @@ HTTP_SETTINGS = {
     "http": {},
     "http-openai": {},
     "http-before": {"SERVICE_IMMEDIATE": "0", "SERVICE_ORT_SPINNING": "off"},
+    "http-before-nowait": {"SERVICE_IMMEDIATE": "0", "SERVICE_ORT_SPINNING": "off", "SERVICE_MAX_WAIT_MS": "0"},
+    "http-spin": {"SERVICE_ORT_SPINNING": "on"},
 }
 #: The goals: (name, contender, reference, allowance in ms): contender's p50 <= reference's p50 + allowance.
 GOALS = (
@@ -182,10 +189,15 @@ def measure(make_call: Callable[[], Callable[[], Any]], calls: int, warmup: int,
     return result
 
 
+#: The pipeline's own default (SentenceEmbedder's ``spinning``).
+DEFAULT_SPINNING = "default"
+
+
 def _pipeline(service_dir: str, threads: int, spinning: str) -> Callable[[], Callable[[], Any]]:
     from bertembed.serve.server.pipeline import SentenceEmbedder
 
-    embedder = SentenceEmbedder(service_dir, threads=threads, spinning=spinning)
+    options = {} if spinning == DEFAULT_SPINNING else {"spinning": spinning}
+    embedder = SentenceEmbedder(service_dir, threads=threads, **options)
     embedder.start()
     return lambda: lambda: embedder.encode_texts([TEXT])
 
@@ -234,6 +246,37 @@ def _http_client(url: str) -> Callable[[], Callable[[], Any]]:
         return call
 
     return make
+
+
+def http_trace(url: str, calls: int) -> dict[str, float]:
+    """Where a request's time goes: the median of each ``Server-Timing`` stage of ``calls`` one-text
+    requests and of their whole time at the client, and the median of ``GET /ping`` (the HTTP stack's
+    floor: uvicorn, Starlette and the middleware, no work), in milliseconds."""
+    import http.client
+
+    timing = _timing()
+    host, port = url.rsplit("/", 1)[1].split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    body = json.dumps({"texts": [TEXT]})
+    stages: dict[str, list[float]] = {"client": []}
+    for _ in range(calls):
+        began = timing.now()
+        connection.request("POST", "/embed", body, {"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        answer.read()
+        stages["client"].append((timing.now() - began) * 1e3)
+        for part in (answer.getheader("Server-Timing") or "").split(","):
+            name, _, ms = part.strip().partition(";dur=")
+            if ms:
+                stages.setdefault(name, []).append(float(ms))
+    pings = []
+    for _ in range(calls):
+        began = timing.now()
+        connection.request("GET", "/ping")
+        connection.getresponse().read()
+        pings.append((timing.now() - began) * 1e3)
+    stages["ping"] = pings
+    return {name: round(statistics.median(values), 4) for name, values in stages.items()}
 
 
 def _openai_client(url: str) -> Callable[[], Callable[[], Any]]:
@@ -312,7 +355,7 @@ def child_main(argv: list[str]) -> dict[str, Any]:
     process = None
     try:
         if name.startswith("pipeline"):
-            make = _pipeline(service_dir, threads, "off" if name == "pipeline-nospin" else "auto")
+            make = _pipeline(service_dir, threads, "on" if name == "pipeline-spin" else DEFAULT_SPINNING)
         elif name.startswith("http"):
             process, url = _serve(service_dir, threads, HTTP_SETTINGS[name], log)
             make = _openai_client(url) if name == "http-openai" else _http_client(url)
@@ -325,7 +368,10 @@ def child_main(argv: list[str]) -> dict[str, Any]:
         else:
             raise ValueError(f"unknown contender {name!r}")
         load = timing.now() - began
-        return {**measure(make, calls, warmup, clients), "load_s": round(load, 3)}
+        result = {**measure(make, calls, warmup, clients), "load_s": round(load, 3)}
+        if process is not None:
+            result["trace_ms"] = http_trace(url, calls)
+        return result
     finally:
         if process is not None:
             from bertembed._bench.spawn import stop_process
@@ -397,6 +443,10 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "concurrent": {},
         "load_s": spread([r["load_s"] for r in rounds]),
     }
+    if all("trace_ms" in r for r in rounds):
+        out["trace_ms"] = {
+            k: statistics.median(r["trace_ms"].get(k, 0.0) for r in rounds) for k in rounds[0]["trace_ms"]
+        }
     for count in rounds[0]["concurrent"]:
         out["concurrent"][count] = {
             k: spread([r["concurrent"][count][k] for r in rounds]) for k in ("p50_ms", "p99_ms", "texts_per_s")
@@ -523,6 +573,11 @@ def main(argv: list[str] | None = None) -> int:
         f"median of {args.rounds} rounds; {os.cpu_count()} CPUs, load average {load}"
     )
     print(table(summaries, clients))
+    traced = {name: s["trace_ms"] for name, s in summaries.items() if "trace_ms" in s}
+    if traced:
+        print("\nwhere a one-text request's time goes (ms, medians; client: the whole request, ping: GET /ping):")
+        for name, stages in traced.items():
+            print(f"  {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
     for g in met:

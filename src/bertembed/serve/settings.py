@@ -207,9 +207,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "spinning",
         "SERVICE_ORT_SPINNING",
-        "auto",
-        "ONNX Runtime's intra-op threads spin while waiting for work: on, off or auto "
-        "(on when workers x threads <= usable cores)",
+        "off",
+        "ONNX Runtime's intra-op threads spin while waiting for work: off, on, or auto (on when "
+        "workers x threads <= usable cores; for a host that runs nothing else: other load makes it slower)",
         limit=False,
         kind=str,
     ),

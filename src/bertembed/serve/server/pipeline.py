@@ -72,8 +72,8 @@ GRAPH_LEVELS = {
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 DEFAULT_GRAPH_LEVEL = str(BY_NAME["graph_optimization"].default)
-#: Whether ONNX Runtime's intra-op threads spin while they wait for work: "auto" (when the threads
-#: of every process that runs an encoder fit the usable cores), "on", "off".
+#: Whether ONNX Runtime's intra-op threads spin while they wait for work: "off" (the default: they
+#: sleep), "on", "auto" (when the threads of every process that runs an encoder fit the usable cores).
 SPINNING_MODES = ("auto", "on", "off")
 DEFAULT_SPINNING = str(BY_NAME["spinning"].default)
 
@@ -277,12 +277,14 @@ class SentenceEmbedder:
         ONNX Runtime's CPU memory arena (see :data:`ARENA_MODES`).
     graph_optimization : {"basic", "extended", "all"}
         ONNX Runtime's graph optimisation level for the session.
-    spinning : {"auto", "on", "off"}
+    spinning : {"off", "on", "auto"}
         Whether ONNX Runtime's idle intra-op threads spin (busy-wait) for the
         next parallel step instead of sleeping: "auto" spins when ``threads``
         fit the usable cores (:func:`spinning_on`; the server passes "on" or
-        "off" for all of its workers). Spinning threads sleep again soon
-        after a call ends.
+        "off" for all of its workers). Spinning saves a thread wake-up per
+        parallel step on a host that runs nothing else, and costs much more
+        when other processes want the cores (docs/serve.md, "Latency");
+        spinning threads sleep again soon after a call ends.
 
     Raises
     ------
