@@ -86,8 +86,8 @@ SETTINGS: tuple[Setting, ...] = (
         "immediate",
         "SERVICE_IMMEDIATE",
         True,
-        "a request that finds the batcher idle and fits one encoder call runs it on the tokenizer thread at once "
-        "(no hand-off, no wait)",
+        "a request alone in its worker that fits one encoder call runs it on the tokenizer thread at once "
+        "(no hand-off to the batcher, no wait)",
         limit=False,
         kind=bool,
     ),

@@ -34,8 +34,8 @@ Settings: ``SERVICE_DIR``, the artifact directory (``bertembed export``'s OUT_DI
 Concurrency: per worker, the event loop reads and checks requests; one
 thread tokenizes and writes answers; one thread, the batcher
 (:class:`batching.Batcher`), runs the encoder on the sequences of all
-concurrent requests, grouped by length. A request that finds the batcher
-idle and fits one encoder call (``SERVICE_IMMEDIATE``, on by default) runs
+concurrent requests, grouped by length. A request alone in its worker that
+finds the batcher idle and fits one encoder call (``SERVICE_IMMEDIATE``, on by default) runs
 that call on the tokenizing thread, between its tokenizing and its answer,
 with no hand-off to the batcher and back. Either way a worker runs one
 encoder call at a time: W workers keep at most W x SERVICE_THREADS cores
@@ -412,7 +412,8 @@ def create_app(
         began = time.perf_counter()
         seqs = prepare(request)
         tokenized = time.perf_counter()
-        done = batcher.run_now(seqs) if immediate else None
+        # Only a request alone in its worker: with others in progress the batcher groups them (throughput).
+        done = batcher.run_now(seqs) if immediate and state["active"] <= 1 else None
         if done is None:
             return seqs, None, {"tokenize": tokenized - began}
         vectors, stages = done
