@@ -334,13 +334,30 @@ def _infinity(model: str, threads: int) -> Callable[[], Callable[[], Any]]:
 
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
-    engine = AsyncEmbeddingEngine.from_args(
-        EngineArgs(model_name_or_path=model, engine="optimum", device="cpu", model_warmup=False)
-    )
-    asyncio.run_coroutine_threadsafe(engine.astart(), loop).result()
+    # infinity (0.0.78) hands optimum an ONNX file's path where optimum wants a name in the model's top
+    # folder: a copy of the model's folder with the ONNX file there (links, no data copied), run from inside.
+    flat = Path(model).parent / "infinity-model"
+    if not flat.is_dir():
+        flat.mkdir()
+        for item in Path(model).iterdir():
+            if item.is_file():
+                (flat / item.name).symlink_to(item)
+            elif item.name != "onnx":
+                (flat / item.name).symlink_to(item, target_is_directory=True)
+        (flat / "model.onnx").symlink_to(Path(model) / "onnx" / "model.onnx")
+    os.chdir(flat)
+
+    async def build() -> Any:  # on the engine's own loop: its queues belong to the loop they are made in
+        engine = AsyncEmbeddingEngine.from_args(
+            EngineArgs(model_name_or_path=".", engine="optimum", device="cpu", model_warmup=False)
+        )
+        await engine.astart()
+        return engine
+
+    engine = asyncio.run_coroutine_threadsafe(build(), loop).result(timeout=600)
 
     def call() -> Any:
-        return asyncio.run_coroutine_threadsafe(engine.embed(sentences=[TEXT]), loop).result()
+        return asyncio.run_coroutine_threadsafe(engine.embed(sentences=[TEXT]), loop).result(timeout=60)
 
     return lambda: call
 
