@@ -82,6 +82,15 @@ SETTINGS: tuple[Setting, ...] = (
         kind=float,
         zero=True,
     ),
+    Setting(
+        "immediate",
+        "SERVICE_IMMEDIATE",
+        True,
+        "a request alone in its worker that fits one encoder call runs it on the tokenizer thread at once "
+        "(no hand-off to the batcher, no wait)",
+        limit=False,
+        kind=bool,
+    ),
     Setting("max_batch", "SERVICE_MAX_BATCH", 2048, "most inputs in one request (OpenAI's limit)", option=True),
     Setting(
         "max_request_tokens",
@@ -192,6 +201,15 @@ SETTINGS: tuple[Setting, ...] = (
         "SERVICE_ORT_ARENA",
         "shrink",
         "ONNX Runtime's CPU memory arena: shrink, on or off",
+        limit=False,
+        kind=str,
+    ),
+    Setting(
+        "spinning",
+        "SERVICE_ORT_SPINNING",
+        "off",
+        "ONNX Runtime's intra-op threads spin while waiting for work: off, on, or auto (on when "
+        "workers x threads <= usable cores; for a host that runs nothing else: other load makes it slower)",
         limit=False,
         kind=str,
     ),

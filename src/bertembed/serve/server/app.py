@@ -34,9 +34,12 @@ Settings: ``SERVICE_DIR``, the artifact directory (``bertembed export``'s OUT_DI
 Concurrency: per worker, the event loop reads and checks requests; one
 thread tokenizes and writes answers; one thread, the batcher
 (:class:`batching.Batcher`), runs the encoder on the sequences of all
-concurrent requests, grouped by length. W workers keep at most W x
-SERVICE_THREADS cores busy in the encoder, the number of usable cores by
-default.
+concurrent requests, grouped by length. A request alone in its worker that
+finds the batcher idle and fits one encoder call (``SERVICE_IMMEDIATE``, on by default) runs
+that call on the tokenizing thread, between its tokenizing and its answer,
+with no hand-off to the batcher and back. Either way a worker runs one
+encoder call at a time: W workers keep at most W x SERVICE_THREADS cores
+busy in the encoder, the number of usable cores by default.
 """
 
 from __future__ import annotations
@@ -84,9 +87,11 @@ from .pipeline import (
     ARENA_MODES,
     EMBEDDINGS,
     GRAPH_LEVELS,
+    SPINNING_MODES,
     InputTooLong,
     SentenceEmbedder,
     TrimmedToken,
+    spinning_on,
 )
 
 log = logging.getLogger("service")
@@ -187,6 +192,11 @@ async def _disconnected(request: Request) -> None:
 def _escaped(text: str) -> str:
     """`text` with control characters as ``\\xNN`` (the access log's fields)."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _timing(stages: dict[str, float]) -> str:
+    """The ``Server-Timing`` header: milliseconds of each stage."""
+    return ", ".join(f"{name};dur={seconds * 1e3:.3f}" for name, seconds in stages.items())
 
 
 def _usable_cores() -> int:
@@ -295,9 +305,10 @@ def create_app(
     if embedding not in EMBEDDINGS:
         raise ValueError(f"SERVICE_EMBEDDING={embedding!r}: choose one of {EMBEDDINGS}")
     arena, graph = values["arena"], values["graph_optimization"]
-    if arena not in ARENA_MODES or graph not in GRAPH_LEVELS:
+    if arena not in ARENA_MODES or graph not in GRAPH_LEVELS or values["spinning"] not in SPINNING_MODES:
         raise ValueError(
-            f"SERVICE_ORT_ARENA must be one of {ARENA_MODES}, SERVICE_GRAPH_OPT one of {sorted(GRAPH_LEVELS)}"
+            f"SERVICE_ORT_ARENA must be one of {ARENA_MODES}, SERVICE_GRAPH_OPT one of {sorted(GRAPH_LEVELS)}, "
+            f"SERVICE_ORT_SPINNING one of {SPINNING_MODES}"
         )
     _setup_logging()
     max_batch, max_body = values["max_batch"], values["max_body_bytes"]
@@ -315,7 +326,10 @@ def create_app(
         max_batch_tokens=values["max_batch_tokens"],
         arena=arena,
         graph_optimization=graph,
+        # The workers' threads together, not one worker's, decide whether a spinning thread owns its core.
+        spinning="on" if spinning_on(values["spinning"], threads, values["workers"]) else "off",
     )
+    immediate = values["immediate"]
     if values["shared_encoder"]:
         try:
             log.info("encoder: %s", embedder.share_encoder(values["encoder_cache"] or None))
@@ -391,6 +405,21 @@ def create_app(
             )
         return seqs
 
+    def prepare_and_run(request: EmbedRequest) -> tuple[list[np.ndarray], bytes | None, dict[str, float]]:
+        """Token ids of the request's inputs and, when the batcher is idle and they fit one encoder call,
+        the answer's body computed at once and the seconds of each stage (in the tokenizer thread).
+        The body is None when the request must go through the batcher."""
+        began = time.perf_counter()
+        seqs = prepare(request)
+        tokenized = time.perf_counter()
+        # Only a request alone in its worker: with others in progress the batcher groups them (throughput).
+        done = batcher.run_now(seqs) if immediate and state["active"] <= 1 else None
+        if done is None:
+            return seqs, None, {"tokenize": tokenized - began}
+        vectors, stages = done
+        body = render(request, vectors, sum(len(s) for s in seqs))
+        return seqs, body, {"tokenize": tokenized - began, "batch": time.perf_counter() - tokenized, **stages}
+
     def render(request: EmbedRequest, vectors: np.ndarray, tokens: int) -> bytes:
         """The answer's body (in the tokenizer thread)."""
         vectors = embedder.finish(vectors, normalize=request.normalize, dimensions=request.dimensions)
@@ -417,12 +446,14 @@ def create_app(
             )
         state["reserved"] += estimate
         try:
-            seqs = await loop.run_in_executor(state["cpu"], prepare, parsed)
+            seqs, answered, stages = await loop.run_in_executor(state["cpu"], prepare_and_run, parsed)
         finally:
             state["reserved"] -= estimate
         tokens = sum(len(s) for s in seqs)
         request.scope["state"]["log"] = {"inputs": len(seqs), "tokens": tokens}
         metrics.inputs(len(seqs), tokens)
+        if answered is not None:  # computed at once: the batcher was idle (prepare_and_run)
+            return Response(answered, media_type="application/json", headers={"Server-Timing": _timing(stages)})
         tokenized = time.perf_counter()
         future: asyncio.Future[np.ndarray] = loop.create_future()
 
@@ -442,8 +473,7 @@ def create_app(
         computed = time.perf_counter()
         body = await loop.run_in_executor(state["cpu"], render, parsed, vectors, tokens)
         timings = {"tokenize": tokenized - began, "batch": computed - tokenized, **job.stages}
-        timing = ", ".join(f"{name};dur={seconds * 1e3:.3f}" for name, seconds in timings.items())
-        return Response(body, media_type="application/json", headers={"Server-Timing": timing})
+        return Response(body, media_type="application/json", headers={"Server-Timing": _timing(timings)})
 
     def estimated_tokens(parsed: EmbedRequest) -> int:
         """At most the tokens the request's inputs make: the model's length per input, less for short ones

@@ -20,6 +20,14 @@ ones, the oldest of which always gets at least one sequence. Inside a step the
 calls run shortest sequences first, so small requests are answered at its
 start. A request waits at most for the step in progress, then gets its share:
 one huge request is cut into many steps and cannot hold the others back.
+
+The immediate path. A request that finds the batcher idle (nothing queued, no
+encoder call running) and fits one encoder call may run its call on the
+caller's own thread (:meth:`Batcher.run_now`) instead of being handed to the
+batcher's thread and back: a lone request then pays for no thread hand-off
+and no ``max_wait``. The batcher's thread waits while such a call runs, so a
+worker still runs one encoder call at a time, and nothing queued is ever
+overtaken (the path is refused as soon as anything waits).
 """
 
 from __future__ import annotations
@@ -225,6 +233,8 @@ class Batcher:
         self._jobs: list[Job] = []
         self._cond = threading.Condition()
         self._stopping = False
+        #: An encoder call is running: a step on the batcher's thread, or an immediate call (run_now).
+        self._busy = False
         self._thread: threading.Thread | None = None
 
     @property
@@ -249,6 +259,38 @@ class Batcher:
             self._jobs.append(job)
             self._cond.notify()
         return job
+
+    def fits_one_call(self, seqs: Sequence[np.ndarray]) -> bool:
+        """Whether the sequences make one encoder call (at most ``max_texts``, at most
+        ``max_batch_tokens`` padded tokens): what :meth:`run_now` takes."""
+        return 0 < len(seqs) <= self.max_texts and len(seqs) * max(len(s) for s in seqs) <= self.max_batch_tokens
+
+    def run_now(self, seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, dict[str, float]] | None:
+        """Run one encoder call on the calling thread when the batcher is idle: ``(vectors, stages)``.
+
+        Returns None, having run nothing, when anything is queued or an
+        encoder call is running, when the batcher is stopped, or when the
+        sequences do not fit one call (:meth:`fits_one_call`): the caller
+        then submits them. The batcher's thread starts no step while the call
+        runs. An encoder error is raised to the caller.
+        """
+        if not self.fits_one_call(seqs):
+            return None
+        with self._cond:
+            if self._jobs or self._busy or self._stopping:
+                return None
+            self._busy = True
+        try:
+            began = time.perf_counter()
+            vectors, stages = self._encode(list(seqs))
+            if self._on_call is not None:
+                lengths = [len(s) for s in seqs]
+                self._on_call(len(seqs), len(seqs) * max(lengths), sum(lengths), time.perf_counter() - began)
+            return vectors, stages
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify()
 
     def cancel(self, job: Job) -> bool:
         """Drop what is left of a queued job (its client went away, or its deadline passed).
@@ -280,7 +322,9 @@ class Batcher:
 
     def _next_step(self) -> list[tuple[Job, list[int]]] | None:
         with self._cond:
-            while not self._jobs and not self._stopping:
+            while (not self._jobs or self._busy) and not self._stopping:
+                self._cond.wait()
+            while self._busy:  # stopping: let the immediate call finish first
                 self._cond.wait()
             if not self._jobs:
                 return None
@@ -295,16 +339,21 @@ class Batcher:
             for job, chosen in step:
                 taken = set(chosen)
                 job.todo = [i for i in job.todo if i not in taken]
+            self._busy = True
             return step
 
     def _run(self) -> None:
         while (step := self._next_step()) is not None:
-            seqs = [job.seqs[i] for job, chosen in step for i in chosen]
-            owners = [(job, i) for job, chosen in step for i in chosen]
-            lengths = [len(s) for s in seqs]
-            calls = plan_batches(lengths, max_texts=self.max_texts, max_tokens=self.max_batch_tokens)
-            for call in reversed(calls):  # shortest sequences first: small requests finish early in the step
-                self._run_call(call, seqs, owners, lengths)
+            try:
+                seqs = [job.seqs[i] for job, chosen in step for i in chosen]
+                owners = [(job, i) for job, chosen in step for i in chosen]
+                lengths = [len(s) for s in seqs]
+                calls = plan_batches(lengths, max_texts=self.max_texts, max_tokens=self.max_batch_tokens)
+                for call in reversed(calls):  # shortest sequences first: small requests finish early in the step
+                    self._run_call(call, seqs, owners, lengths)
+            finally:
+                with self._cond:
+                    self._busy = False
 
     def _run_call(
         self, call: list[int], seqs: list[np.ndarray], owners: list[tuple[Job, int]], lengths: list[int]

@@ -72,6 +72,10 @@ GRAPH_LEVELS = {
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 DEFAULT_GRAPH_LEVEL = str(BY_NAME["graph_optimization"].default)
+#: Whether ONNX Runtime's intra-op threads spin while they wait for work: "off" (the default: they
+#: sleep), "on", "auto" (when the threads of every process that runs an encoder fit the usable cores).
+SPINNING_MODES = ("auto", "on", "off")
+DEFAULT_SPINNING = str(BY_NAME["spinning"].default)
 
 #: The embedding steps the service can run (``torch`` is the comparison).
 EMBEDDINGS = ("bertembed", "torch")
@@ -215,6 +219,28 @@ def make_embedding_step(kind: str, model_dir: str | os.PathLike[str], threads: i
     raise ValueError(f"embedding step {kind!r} unknown; choose one of {EMBEDDINGS}")
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where there is one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def spinning_on(mode: str, threads: int, processes: int = 1) -> bool:
+    """Whether ONNX Runtime's intra-op threads may spin: ``mode`` "on", or "auto" and the
+    ``processes`` x ``threads`` encoder threads fit the usable cores (each owns its core, so a
+    spinning thread takes no other thread's core).
+
+    Examples
+    --------
+    >>> spinning_on("on", 64), spinning_on("off", 1), spinning_on("auto", 10_000)
+    (True, False, False)
+    """
+    if mode not in SPINNING_MODES:
+        raise ValueError(f"spinning must be one of {SPINNING_MODES}, got {mode!r}")
+    if mode != "auto":
+        return mode == "on"
+    return threads > 1 and processes * threads <= usable_cores()
+
+
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     """L2-normalised rows (``torch.nn.functional.normalize``'s rule: divided by max(norm, 1e-12)).
 
@@ -251,6 +277,14 @@ class SentenceEmbedder:
         ONNX Runtime's CPU memory arena (see :data:`ARENA_MODES`).
     graph_optimization : {"basic", "extended", "all"}
         ONNX Runtime's graph optimisation level for the session.
+    spinning : {"off", "on", "auto"}
+        Whether ONNX Runtime's idle intra-op threads spin (busy-wait) for the
+        next parallel step instead of sleeping: "auto" spins when ``threads``
+        fit the usable cores (:func:`spinning_on`; the server passes "on" or
+        "off" for all of its workers). Spinning saves a thread wake-up per
+        parallel step on a host that runs nothing else, and costs much more
+        when other processes want the cores (docs/serve.md, "Latency");
+        spinning threads sleep again soon after a call ends.
 
     Raises
     ------
@@ -277,7 +311,9 @@ class SentenceEmbedder:
         max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
         arena: str = DEFAULT_ARENA,
         graph_optimization: str = DEFAULT_GRAPH_LEVEL,
+        spinning: str = DEFAULT_SPINNING,
     ) -> None:
+        self.spinning = spinning_on(spinning, threads)
         if arena not in ARENA_MODES:
             raise ValueError(f"arena must be one of {ARENA_MODES}, got {arena!r}")
         if graph_optimization not in GRAPH_LEVELS:
@@ -502,9 +538,10 @@ class SentenceEmbedder:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = GRAPH_LEVELS[self.graph_optimization]
-        # Idle intra-op threads sleep instead of spinning: with several workers
-        # per machine a spinning pool steals the other workers' cores.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Idle intra-op threads spin only when they own their cores (see `spinning`): a waking thread
+        # costs each of the encoder's parallel steps a futex wake-up, but with more threads than
+        # cores a spinning pool steals the other workers' cores. The inter-op pool is not used.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spinning else "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         # Shapes change from call to call: a memory pattern planned for one shape is never reused.
         options.enable_mem_pattern = False
