@@ -316,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     names = {
         "cosine_min": "least cosine int8 vs float32 on the held-out texts",
-        "top10_overlap": "mean top-10 overlap int8 vs float32 on the package descriptions",
+        "top10_overlap": "mean top-10 overlap int8 vs float32 on the package summaries",
         "speed_ratio": "texts/s int8 / float32 (medians, one thread)",
     }
     goals = [
