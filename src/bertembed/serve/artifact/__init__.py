@@ -10,6 +10,9 @@ the model's sentence-transformers settings (:mod:`.model_config`). Built by
 #: The table dtypes ``bertembed export --table-dtype`` offers (of those the layer stores: the float32 of
 #: checkpoints and the two narrower ones a server saves memory with).
 TABLE_DTYPES = ("float32", "bfloat16", "int8")
+#: The encoder dtypes ``bertembed export --encoder-dtype`` offers (:mod:`.int8`). bfloat16 is not one:
+#: ONNX Runtime's CPU provider has no bfloat16 matrix kernels on x86.
+ENCODER_DTYPES = ("float32", "int8")
 #: What a trimmed layer does with a token it does not keep (``bertembed export --unknown``).
 UNKNOWN_RULES = ("error", "unk")
 #: ``bertembed export --tokenizer``: reduced to what a layer trimmed with "error" can use, or whole.

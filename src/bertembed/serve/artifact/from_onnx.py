@@ -29,6 +29,7 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -41,6 +42,7 @@ from bertembed.onnx import split_model
 from ..server.pipeline import SentenceEmbedder
 from . import CHECK_ATOL, CHECK_TEXTS
 from .fusion import optimize_encoder, save_encoder
+from .int8 import ENCODER_DTYPES, calibration_feeds, check_cosine, quantize_encoder
 from .layer import Trim, check_files, save_layer
 from .manifest import (
     ENCODER_FILE,
@@ -184,15 +186,22 @@ def append_pooling(encoder: onnx.ModelProto, config: SentenceConfig, normalize: 
     return encoder
 
 
-def _check(whole_path: Path, config: SentenceConfig, out_dir: Path, pad_id: int, pad_token: str) -> float:
-    """Largest difference between the service's pipeline and the whole ONNX model + NumPy pooling."""
-    tokenizer = batch_tokenizer(
+def _tokenizer(config: SentenceConfig, pad_id: int, pad_token: str) -> Any:
+    return batch_tokenizer(
         Path(config.transformer_dir) / "tokenizer.json",
         max_seq_length=config.max_seq_length,
         do_lower_case=config.do_lower_case,
         pad_id=pad_id,
         pad_token=pad_token,
     )
+
+
+def _check(
+    whole_path: Path, config: SentenceConfig, out_dir: Path, pad_id: int, pad_token: str, *, cosine: bool = False
+) -> float:
+    """Largest difference between the service's pipeline and the whole ONNX model + NumPy pooling
+    (with ``cosine``: the least cosine between them, raising below :data:`.int8.COSINE_MIN`)."""
+    tokenizer = _tokenizer(config, pad_id, pad_token)
     whole = ort.InferenceSession(str(whole_path), providers=["CPUExecutionProvider"])
     embedder = SentenceEmbedder(out_dir)
     embedder.start()
@@ -206,6 +215,8 @@ def _check(whole_path: Path, config: SentenceConfig, out_dir: Path, pad_id: int,
     hidden = whole.run([hidden_name], {n: feeds[n] for n in names})[0]
     want = pool_numpy(config.pooling, config.normalize, hidden, mask)
     got, _ = embedder.embed(list(CHECK_TEXTS))
+    if cosine:
+        return check_cosine(got, want, "the whole ONNX model")
     return float(np.abs(got - want).max())
 
 
@@ -219,6 +230,7 @@ def build(
     trim: Trim | None = None,
     layer: str | Path | None = None,
     table_dtype: str | None = None,
+    encoder_dtype: str = "float32",
 ) -> Path:
     """Write the artifact ``out_dir`` from a whole-model ONNX file; return the path of service.json.
 
@@ -232,8 +244,12 @@ def build(
     UnsupportedModel
         The sentence-transformers pipeline is not one the server reproduces.
     ValueError
-        The ONNX graph cannot be split (the message names the node), or the check failed.
+        The ONNX graph cannot be split (the message names the node), or the check failed (with
+        ``encoder_dtype="int8"``, :mod:`.int8`: the float32 encoder passes CHECK_ATOL first, then the
+        int8 one must reach cosine :data:`.int8.COSINE_MIN` on every check text).
     """
+    if encoder_dtype not in ENCODER_DTYPES:
+        raise ValueError(f"encoder_dtype must be one of {ENCODER_DTYPES}, got {encoder_dtype!r}")
     check_files(trim, layer)
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     service_name = name or model_name(model_dir)
@@ -288,6 +304,15 @@ def build(
                 f"(> {CHECK_ATOL}); {path} not written"
             )
         service["encoder"]["max_abs_diff_vs_whole_model"] = diff
+        service["encoder"]["dtype"] = encoder_dtype
+        if encoder_dtype == "int8":
+            layer32 = BertEmbeddings.from_pretrained(split_dir, table_dtype="float32")
+            feeds = calibration_feeds(_tokenizer(config, pad_id, pad_token), layer32)
+            quantized, info = quantize_encoder(encoder, feeds)
+            save_encoder(quantized, out_dir / ENCODER_FILE)
+            service["encoder"]["quantization"] = info
+            least = _check(whole_path, config, out_dir, pad_id, pad_token, cosine=True)
+            service["encoder"]["cosine_min_vs_whole_model"] = least
         source = layer if layer is not None else split_dir
         save_layer(out_dir, service, source, table_dtype=table_dtype, trim=trim)
     except BaseException:

