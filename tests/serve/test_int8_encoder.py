@@ -110,6 +110,13 @@ def test_the_int8_workers_share_one_encoder(int8_server, encoder_cache):
     assert len(int8_server.workers()) == 2
 
 
+def test_info_says_the_encoder_is_int8(int8_server, server):
+    import httpx
+
+    assert httpx.get(f"{int8_server.url}/info", timeout=30).json()["model_dtype"] == "int8"
+    assert httpx.get(f"{server.url}/info", timeout=30).json()["model_dtype"] == "float32"
+
+
 def test_an_unknown_encoder_dtype_is_refused(model_dir, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "bertembed", "export", str(model_dir), str(tmp_path / "out"), "--encoder-dtype", "int4"],

@@ -562,7 +562,7 @@ def create_app(
             {
                 "model_id": model,
                 "model_sha": None,
-                "model_dtype": "float32",
+                "model_dtype": embedder.config["encoder"].get("dtype", "float32"),
                 "model_type": {"embedding": {"pooling": "+".join(sentence["pooling"])}},
                 "max_concurrent_requests": values["max_concurrent_requests"],
                 "max_input_length": embedder.max_seq_length,
