@@ -74,8 +74,8 @@ def test_the_oracle_rejects_a_wrong_int8_dequantisation(monkeypatch):
 
     real_init, real_embed = _layer.BertEmbeddings._init, _layer.embed_ids
 
-    def init(self, tables, *args):
-        real_init(self, no_offsets(tables), *args)  # the kernel's plan (the common call)
+    def init(self, tables, *args, **kwargs):
+        real_init(self, no_offsets(tables), *args, **kwargs)  # the kernel's plan (the common call)
         self._tables = tables
 
     def embed(tables, *args, **kwargs):  # the checked path
