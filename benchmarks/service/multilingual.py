@@ -437,6 +437,7 @@ class _Options:
     threads = 1
     arena = "shrink"
     graph_optimization = "all"
+    spinning = False
 
 
 def child_main(argv: list[str]) -> None:
