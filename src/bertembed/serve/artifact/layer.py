@@ -192,7 +192,7 @@ def _reduce(out_dir: Path, service: dict[str, Any], layer: BertEmbeddings, trim:
     path = out_dir / sentence["tokenizer_dir"] / "tokenizer.json"
     texts = [*CHECK_TEXTS, *_corpus_lines(trim.corpus)]
     try:
-        counts = reduce_tokenizer(path, layer.kept_ids.tolist(), texts, do_lower_case=bool(sentence["do_lower_case"]))
+        counts = reduce_tokenizer(path, layer.kept_ids, texts, do_lower_case=bool(sentence["do_lower_case"]))
     except NotReducible as exc:
         return {"reduced": False, "why": str(exc)}
     return {"reduced": True, **counts}

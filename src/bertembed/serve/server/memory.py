@@ -34,6 +34,7 @@ import gc
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -153,12 +154,6 @@ def default_cache_dir() -> Path:
     return Path(base) / "bertembed" / "encoders"
 
 
-def _remove(entry: Path) -> None:
-    for child in entry.iterdir():
-        child.unlink()
-    entry.rmdir()
-
-
 def _remove_older(root: Path, current: Path, source: Path) -> None:
     """Remove the cache entries written from ``source`` other than ``current`` (best effort: a worker
     that still maps one keeps its pages until it exits)."""
@@ -167,7 +162,7 @@ def _remove_older(root: Path, current: Path, source: Path) -> None:
             continue
         try:
             if (entry / SOURCE_FILE).read_text(encoding="utf-8") == str(source):
-                _remove(entry)
+                shutil.rmtree(entry)
         except OSError:
             continue
 
@@ -240,7 +235,6 @@ def shared_encoder(
             if not (target / SHARED_FILE).is_file():  # not another process's finished copy
                 raise
     finally:
-        if work.exists():
-            _remove(work)
+        shutil.rmtree(work, ignore_errors=True)
     _remove_older(root, target, source)
     return target / SHARED_FILE
