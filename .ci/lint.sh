@@ -11,3 +11,6 @@ for platform in linux win32 darwin; do
     echo "-- mypy --platform $platform"
     mypy --platform "$platform"
 done
+# The compiled kernel's stub against the module (the bertembed that Python imports: the
+# installed one, or PYTHONPATH=src with the kernel built in place).
+echo "-- stubtest"; python -m mypy.stubtest bertembed._core._kernel

@@ -532,7 +532,8 @@ class BertEmbeddings:
         if num_threads is None:
             num_threads = self._threads
         if not kwargs and (num_threads is None or (type(num_threads) is int and num_threads > 0)):
-            # The common call, checked and computed in the kernel's module.
+            # The common call: ids already in the kernel's form are computed as they are
+            # (None: they are not; the shim normalises them).
             result = self._plan.run(token_ids, segment_ids, num_threads or 0)
             if result is not None:
                 return result
@@ -571,22 +572,6 @@ class BertEmbeddings:
                 token_type_ids,
                 tokenizer_outputs,
             )
-        common = (
-            a.position_ids is None
-            and a.task_type_ids is None
-            and out is None
-            and (num_threads is None or (type(num_threads) is int and num_threads > 0))
-        )
-        mask = a.attention_mask
-        if mask is not None and not self._zero_masked:
-            # The mask changes nothing here: check it, and it is done with.
-            ids = validate.as_ids(a.token_name, a.token_ids)
-            validate.as_mask(mask, ids.shape, a.token_name)
-            a, mask = a._replace(token_ids=ids), None
-        if common and mask is None:
-            result = self._plan.run(a.token_ids, a.segment_ids, num_threads or 0)
-            if result is not None:
-                return result
         return embed_ids(
             self._tables,
             a.token_ids,
@@ -597,7 +582,7 @@ class BertEmbeddings:
             num_threads,
             rule=self._rule,
             task_type_ids=a.task_type_ids,
-            attention_mask=mask,
+            attention_mask=a.attention_mask,
             zero_masked=self._zero_masked,
             names=(a.token_name, a.segment_name),
             plan=self._plan,

@@ -1,30 +1,40 @@
-"""Type stub for the compiled kernel ``bertembed._core._kernel``.
+"""Type stub for the compiled kernel ``bertembed._core._kernel`` (checked by ``mypy.stubtest``).
 
-Every function trusts its arguments; the checks live in ``bertembed._core.embed``, ``bertembed._core.validate``
-(and, for the fast path, in :meth:`Plan.run`, which declines what it does not check).
+The shim (``bertembed._core.embed``) normalises a call's inputs into a :class:`Call`; :meth:`Plan.embed`
+checks its ids and computes it. The numbers below are the C's (``csrc/be_kinds.h``, ``be_check.h``,
+``be_threads.h``), declared to Cython once, in ``_kernel.pxd``.
 """
-
-from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import disjoint_base
 
-from .embed import Call, Output
+from .embed import Output
 from .positions import PositionRule
 from .tables import Table, Tables
 
 _Ids = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 
-# The numbers shared with the shim (declared in csrc/be_kinds.h and csrc/be_threads.h).
+# Storage kinds of tables and results (be_kinds.h).
 KIND_F32: int
 KIND_F64: int
 KIND_F16: int
 KIND_BF16: int
 KIND_I8: int
+# Position rules (be_kinds.h).
 RULE_ABSOLUTE: int
 RULE_PADDING: int
 RULE_NONE: int
+# What a failed check of a call's ids found (be_check.h).
+IDS_OK: int
+BAD_ABSOLUTE: int
+BAD_TOKEN: int
+BAD_DROPPED: int
+BAD_POSITION: int
+BAD_PADDING: int
+BAD_SEGMENT: int
+BAD_TASK: int
+# Size classes of the automatic thread choice (be_threads.h).
 SIZE_CLASSES: int
 
 def openmp_enabled() -> bool: ...
@@ -37,18 +47,51 @@ def last_auto_threads() -> int: ...
 def set_serial_only(flag: bool) -> None: ...
 def set_thread_limits(ceiling: int, process_threads: int) -> None: ...
 def thread_limits() -> tuple[int, int]: ...
-
-class _RangeCheck(Protocol):
-    """A Cython fused function: callable, and its specialisations by id type."""
-
-    __signatures__: dict[str, Callable[[_Ids, int], int]]
-    def __call__(self, ids: _Ids, rows: int) -> int: ...
-
-first_out_of_range: _RangeCheck
-
-def first_unmapped(ids: _Ids, tok_map: npt.NDArray[np.int32]) -> int: ...
+def first_out_of_range(ids: _Ids, rows: int) -> int: ...
 def padding_positions(ids: _Ids, padding_idx: int, out: _Ids) -> int: ...
 
+@disjoint_base
+class Call:
+    """One call's inputs in the kernel's form, and what its check found."""
+
+    @property
+    def token_ids(self) -> _Ids: ...
+    @property
+    def position_ids(self) -> _Ids | None: ...
+    @property
+    def segment_ids(self) -> _Ids | None: ...
+    @property
+    def task_type_ids(self) -> _Ids | None: ...
+    @property
+    def keep(self) -> npt.NDArray[np.uint8] | None: ...
+    @property
+    def out(self) -> np.ndarray | None: ...
+    @property
+    def flat(self) -> bool: ...
+    @property
+    def num_threads(self) -> int: ...
+    @property
+    def inputs(self) -> object: ...
+    @property
+    def error(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def value(self) -> int: ...
+    def __init__(
+        self,
+        token_ids: _Ids,
+        position_ids: _Ids | None,
+        segment_ids: _Ids | None,
+        task_type_ids: _Ids | None,
+        keep: npt.NDArray[np.uint8] | None,
+        out: np.ndarray | None,
+        flat: bool,
+        num_threads: int,
+        inputs: object = None,
+    ) -> None: ...
+
+@disjoint_base
 class Plan:
     """Tables, a position rule and a result dtype bound to the kernel once."""
 
@@ -59,8 +102,9 @@ class Plan:
     @property
     def output(self) -> Output: ...
     def __init__(self, tables: Tables, rule: PositionRule, output: Output) -> None: ...
-    def embed(self, call: Call, num_threads: int) -> None: ...
+    def given(self, token_ids: object, segment_ids: object, num_threads: int, inputs: object = None) -> Call | None: ...
     def run(self, token_ids: object, segment_ids: object, num_threads: int) -> np.ndarray | None: ...
+    def embed(self, call: Call) -> np.ndarray: ...
 
 def convert_rows(src: Table, dst: Table, start: int, stop: int, num_threads: int) -> tuple[int, int]: ...
 

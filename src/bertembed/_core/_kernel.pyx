@@ -1,143 +1,37 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # cython: initializedcheck=False, cdivision=True, nonecheck=False
-# cython: freethreading_compatible=True
+# cython: freethreading_compatible=True, autotestdict=False
 """Compute kernel of bertembed.
 
-The functions here trust their arguments: the Python shim (``embed.py``,
-``validate.py``) has already checked dtypes, shapes, contiguity and every
-id's range. Nothing in a loop touches a Python object, and every loop runs
-without the GIL. The row arithmetic lives in C (``be_rows.h``), compiled once
-per instruction set; whole-table conversion in ``be_convert.h``; the numbers
-shared with the shim (storage kinds, position rules) in ``be_kinds.h``, and
-exported here as ``KIND_*`` and ``RULE_*``.
+The shim (``embed.py``) normalises a call's inputs into one :class:`Call`
+(dtypes, shapes, contiguity, defaults, the ``out`` buffer); the kernel checks
+its ids once, before it writes anything, and computes. A failed check is
+reported as a code (``BAD_*``), the first bad flat index and a value, which
+the shim words (``bad_ids.py``). Nothing in a loop touches a Python object,
+and every loop runs without the GIL. The C names are declared once, in
+``_kernel.pxd``: the row arithmetic (``be_rows.h``, compiled once per
+instruction set), the id checks (``be_check.h``), whole-table conversion
+(``be_convert.h``), and the numbers shared with the shim (``be_kinds.h``),
+which Python reads here as ``KIND_*``, ``RULE_*`` and ``BAD_*``.
 
 Entry points: :class:`Plan` (tables, a position rule and a result dtype
-bound once; :meth:`Plan.run` is the layer's common call, :meth:`Plan.embed`
-a call the shim has checked), :func:`convert_rows`, :func:`first_out_of_range`,
+bound once; :meth:`Plan.embed` computes a :class:`Call`, :meth:`Plan.given`
+makes one of inputs already in the kernel's form), :func:`convert_rows`,
 :func:`padding_positions`, and the runtime's switches. The functions at the
 end of this file exist for tests and diagnostics only.
 """
 
+import numpy as np
+
 from . import knobs
 
+cimport cython
 cimport numpy as cnp
 from cython.parallel cimport parallel, prange, threadid
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
 cnp.import_array()
-
-cdef extern from "be_kinds.h" nogil:
-    enum:
-        BE_F32
-        BE_F64
-        BE_F16
-        BE_BF16
-        BE_I8
-        BE_RULE_ABSOLUTE
-        BE_RULE_PADDING
-        BE_RULE_NONE
-
-cdef extern from "be_runtime.h" nogil:
-    int BE_OPENMP
-    int BE_OPENMP_VERSION
-    const char *BE_COMPILER
-    int be_max_threads()
-    int be_release_threads()
-    double be_wtime()
-    double be_thread_cpu()
-    void be_set_max_threads(int n)
-    void be_set_schedule(int dynamic, int chunk)
-
-cdef extern from "be_threads.h" nogil:
-    enum:
-        BE_SIZE_CLASSES
-    int64_t be_in_flight
-    int64_t be_min_parallel
-    int64_t be_learning
-    int64_t be_last_auto
-    int64_t BE_ADD(int64_t *p, int64_t v)
-    int64_t BE_LOAD(int64_t *p)
-    void BE_STORE(int64_t *p, int64_t v)
-    int be_choose_threads(int64_t elements, int share, int *arm)
-    void be_record_threads(int64_t elements, int arm, int threads, double wall, double cpu)
-    void be_reset_threads()
-    double be_call_cost(int threads, double wall, double cpu, double share)
-    ctypedef struct be_size_class:
-        int64_t cost[2]
-        int64_t samples[2]
-        int64_t calls
-        int64_t best
-    be_size_class be_classes[BE_SIZE_CLASSES]
-
-cdef extern from "be_rows.h" nogil:
-    ctypedef struct be_term:
-        const char *data
-        Py_ssize_t row_bytes
-        int kind
-        const char *ids
-        Py_ssize_t ids_bstride
-        int arange
-        Py_ssize_t offset
-
-    ctypedef struct be_job:
-        Py_ssize_t S, H, slot
-        int id64
-        const char *tok_ids
-        const int32_t *tok_map
-        int *unmapped
-        const char *tok
-        Py_ssize_t tok_row_bytes
-        int tok_kind
-        const float *tok_scale
-        be_term terms[3]
-        int nterms
-        int ln
-        const float *w32
-        const float *b32
-        const double *w64
-        const double *b64
-        double eps
-        const unsigned char *keep
-        char *out
-        Py_ssize_t out_row_bytes
-        int out_kind
-        int wide
-        int stream
-
-    int BE_SCRATCH_SLOTS
-    void be_rows_init(const char *cap)
-    const char *be_isa
-    const char *be_isas
-    void be_row(const be_job *j, Py_ssize_t r, double *scratch)
-    void be_store_fence()
-
-cdef extern from "be_convert.h" nogil:
-    ctypedef struct be_conv:
-        const char *src
-        Py_ssize_t src_row_bytes
-        int src_kind
-        const float *src_scale
-        char *dst
-        Py_ssize_t dst_row_bytes
-        int dst_kind
-        float *dst_scale
-        Py_ssize_t H
-    int be_convert_row(const be_conv *c, Py_ssize_t r, double *scratch)
-
-
-#: Storage kinds of tables and results (``be_kinds.h``); ``dtypes.py`` names them.
-KIND_F32 = BE_F32
-KIND_F64 = BE_F64
-KIND_F16 = BE_F16
-KIND_BF16 = BE_BF16
-KIND_I8 = BE_I8
-#: Position rules (``be_kinds.h``); ``positions.py`` names them.
-RULE_ABSOLUTE = BE_RULE_ABSOLUTE
-RULE_PADDING = BE_RULE_PADDING
-RULE_NONE = BE_RULE_NONE
-#: Size classes of the automatic thread choice (log2 of a call's elements).
-SIZE_CLASSES = BE_SIZE_CLASSES
 
 
 cdef void _init_rows():
@@ -147,10 +41,6 @@ cdef void _init_rows():
 
 
 _init_rows()
-
-ctypedef fused idx_t:
-    int32_t
-    int64_t
 
 
 def openmp_enabled():
@@ -200,92 +90,45 @@ def last_auto_threads():
     return BE_LOAD(&be_last_auto)
 
 
-def first_out_of_range(const idx_t[::1] ids, Py_ssize_t rows):
-    """Flat index of the first id outside ``[0, rows)``, or -1.
+cdef inline bint _c_ids(cnp.ndarray a, int nd):
+    """An `nd`-dimensional C-contiguous int32 or int64 array."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    return cnp.PyArray_NDIM(a) == nd and cnp.PyArray_IS_C_CONTIGUOUS(a) and (t == cnp.NPY_INT32 or t == cnp.NPY_INT64)
 
-    A negative id is out of range: ids never wrap.
-    """
-    cdef Py_ssize_t i, n = ids.shape[0]
-    cdef Py_ssize_t found = -1
-    cdef unsigned long long limit = <unsigned long long>rows
-    cdef bint bad = False
+
+def first_out_of_range(cnp.ndarray ids not None, Py_ssize_t rows):
+    """Flat index of the first of `ids` (1-D C-contiguous int32 or int64)
+    outside ``[0, rows)``, or -1: the kernel's own range check, for tests."""
+    cdef int t = cnp.PyArray_TYPE(ids)
+    if not _c_ids(ids, 1):
+        raise TypeError("ids must be 1-D C-contiguous int32 or int64")
+    cdef Py_ssize_t n = cnp.PyArray_DIMS(ids)[0]
+    cdef const void *p = cnp.PyArray_DATA(ids)
+    cdef bint id64 = t == cnp.NPY_INT64
     with nogil:
-        # A branch-free scan first (vectorisable), the position only on failure.
-        for i in range(n):
-            bad |= <unsigned long long>(<int64_t>ids[i]) >= limit
-        if bad:
-            for i in range(n):
-                if <unsigned long long>(<int64_t>ids[i]) >= limit:
-                    found = i
-                    break
-    return found
+        n = be_first_out_of_range(p, id64, n, rows)
+    return n
 
 
-def first_unmapped(const idx_t[::1] ids, const int32_t[::1] tok_map):
-    """Flat index of the first id whose entry in a trimmed table's map is -1
-    (trimmed away), or -1. Every id is already checked to be in the map's range."""
-    cdef Py_ssize_t i, n = ids.shape[0]
-    cdef Py_ssize_t found = -1
-    if n == 0 or tok_map.shape[0] == 0:
-        return found
-    with nogil:
-        if not _all_mapped(<const char *>&ids[0], n, sizeof(idx_t) == 8, &tok_map[0]):
-            for i in range(n):
-                if tok_map[ids[i]] < 0:
-                    found = i
-                    break
-    return found
-
-
-cdef bint _all_mapped(const char *ids, Py_ssize_t n, bint id64, const int32_t *tok_map) noexcept nogil:
-    """Whether every id (each already in the map's range) has a row in a trimmed table's map."""
-    cdef Py_ssize_t i
-    cdef bint bad = False
-    cdef const int64_t *p64 = <const int64_t *>ids
-    cdef const int32_t *p32 = <const int32_t *>ids
-    if id64:
-        for i in range(n):
-            bad |= tok_map[p64[i]] < 0
-    else:
-        for i in range(n):
-            bad |= tok_map[p32[i]] < 0
-    return not bad
-
-
-cdef int64_t _padding_positions(const char *ids, char *out, Py_ssize_t B, Py_ssize_t S, bint id64,
-                                int64_t pad) noexcept nogil:
-    """RoBERTa's positions into `out` (the ids' dtype); returns the largest."""
-    cdef Py_ssize_t b, s, i
-    cdef int64_t count, top = pad, v
-    for b in range(B):
-        count = pad
-        for s in range(S):
-            i = b * S + s
-            v = (<const int64_t *>ids)[i] if id64 else (<const int32_t *>ids)[i]
-            if v != pad:
-                count += 1
-            if id64:
-                (<int64_t *>out)[i] = count if v != pad else pad
-            else:
-                (<int32_t *>out)[i] = <int32_t>(count if v != pad else pad)
-        if count > top:
-            top = count
-    return top
-
-
-def padding_positions(const idx_t[:, ::1] ids, idx_t padding_idx, idx_t[:, ::1] out):
-    """RoBERTa's position ids: ``padding_idx`` for pads, else
+def padding_positions(cnp.ndarray ids not None, int64_t padding_idx, cnp.ndarray out not None):
+    """RoBERTa's position ids of `ids` ((B, S) C-contiguous int32 or int64) into
+    `out` (the same shape and dtype): ``padding_idx`` for pads, else
     ``padding_idx + 1 + (non-pad tokens before this one in its row)``.
 
     Returns the largest position written (``padding_idx`` if there is none).
     """
-    cdef Py_ssize_t B = ids.shape[0], S = ids.shape[1]
+    cdef int t = cnp.PyArray_TYPE(ids)
+    if (not _c_ids(ids, 2) or not _c_ids(out, 2) or cnp.PyArray_TYPE(out) != t
+            or cnp.PyArray_DIMS(out)[0] != cnp.PyArray_DIMS(ids)[0]
+            or cnp.PyArray_DIMS(out)[1] != cnp.PyArray_DIMS(ids)[1]):
+        raise TypeError("ids and out must be (B, S) C-contiguous int32 or int64 arrays of one shape and dtype")
+    cdef Py_ssize_t B = cnp.PyArray_DIMS(ids)[0], S = cnp.PyArray_DIMS(ids)[1]
+    cdef const void *src = cnp.PyArray_DATA(ids)
+    cdef void *dst = cnp.PyArray_DATA(out)
     cdef int64_t top = padding_idx
-    if B * S == 0:
-        return top
-    with nogil:
-        top = _padding_positions(<const char *>&ids[0, 0], <char *>&out[0, 0], B, S,
-                                 sizeof(idx_t) == 8, padding_idx)
+    if B * S:
+        with nogil:
+            top = be_padding_positions(src, dst, B, S, t == cnp.NPY_INT64, padding_idx)
     return top
 
 
@@ -294,6 +137,8 @@ cdef bint _serial_only = False
 # Parallel calls of at most this many rows use a static schedule.
 cdef enum:
     _STATIC_MAX_ROWS = 1024
+    # Calls of at least this many ids release the GIL while the kernel checks them.
+    _CHECK_NOGIL_MIN = 1 << 16
 
 
 # The thread ceiling (0: none beyond OpenMP's own maximum) and the process-wide
@@ -454,18 +299,71 @@ cdef inline void _term_ids(be_job *job, int k, const char *ids, Py_ssize_t bstri
         job.terms[k].arange = 0
 
 
+cdef inline bint _plain_ids(object value):
+    """A native, aligned, C-contiguous int32/int64 ndarray (no conversion needed)."""
+    cdef cnp.ndarray a
+    cdef int t
+    if not cnp.PyArray_CheckExact(value):
+        return False
+    a = <cnp.ndarray>value
+    t = cnp.PyArray_TYPE(a)
+    return ((t == cnp.NPY_INT32 or t == cnp.NPY_INT64) and cnp.PyArray_IS_C_CONTIGUOUS(a)
+            and cnp.PyArray_ISALIGNED(a) and cnp.PyArray_ISNOTSWAPPED(a))
+
+
+@cython.auto_pickle(False)  # (a call is made and computed in one process)
+cdef class Call:
+    """One call's inputs in the kernel's form, and what its check found.
+
+    The shim makes it (``embed.py``; :meth:`Plan.given` for inputs already in
+    this form); :meth:`Plan.embed` checks its ids and computes it.
+
+    Parameters
+    ----------
+    token_ids : numpy.ndarray
+        (B, S), C-contiguous, native, int32 or int64.
+    position_ids, segment_ids, task_type_ids : numpy.ndarray or None
+        Of the token ids' dtype, C-contiguous: position ids (1 or B, S),
+        the others (B, S). None: the plan's rule, row 0.
+    keep : numpy.ndarray or None
+        (B, S) uint8: rows with 0 are zeros.
+    out : numpy.ndarray or None
+        The result buffer, C-contiguous, of the plan's dtype and the result's
+        shape (checked by the shim); None: the kernel makes the result.
+    flat : bool
+        The caller gave 1-D ids: the result is (S, H).
+    num_threads : int
+        Threads for the call; <= 0: the automatic choice.
+    inputs : object
+        The caller's inputs, for the shim's messages (the kernel never reads it).
+    """
+
+    def __init__(self, cnp.ndarray token_ids not None, object position_ids, object segment_ids,
+                 object task_type_ids, object keep, object out, bint flat, int num_threads, object inputs=None):
+        self.token_ids = token_ids
+        self.position_ids = position_ids
+        self.segment_ids = segment_ids
+        self.task_type_ids = task_type_ids
+        self.keep = keep
+        self.out = out
+        self.flat = flat
+        self.num_threads = num_threads
+        self.inputs = inputs
+        self.error = IDS_OK
+        self.index = -1
+        self.value = 0
+
+
+@cython.auto_pickle(False)  # (a layer pickles its tables, and binds them again)
 cdef class Plan:
     """Tables, a position rule and a result dtype bound to the kernel once.
 
     The layer builds one when it is made; ``bert_embeddings`` one per call.
-    Both ways of computing go through the one job builder (:meth:`_job`):
-
-    - :meth:`run`, the layer's common call: int32/int64 C-contiguous ids (and
-      segment ids of the same dtype and shape), no other optional argument,
-      every id in range. It returns the result, or None for anything else:
-      the caller then takes the checked path, which converts everything and
-      raises the precise error.
-    - :meth:`embed`, a call the shim (``embed.py``) has checked and converted.
+    Every call is a :class:`Call` computed by :meth:`embed`, which checks its
+    ids first; :meth:`given` makes the Call of inputs already in the kernel's
+    form (int32/int64 C-contiguous ids, and segment ids of the same dtype and
+    shape), and :meth:`run` computes them in the same step (the layer's
+    common call).
 
     Parameters
     ----------
@@ -480,27 +378,12 @@ cdef class Plan:
         How positions are numbered without position ids (``.code``, ``.offset``,
         ``.padding_idx``).
     output : bertembed._core.embed.Output
-        The result dtype and kind, whether rows are computed in float64, and
-        how results are allocated (``.empty`` from ``.pool_min_bytes`` bytes
-        on) and written (non-temporal stores from ``.stream_min_bytes`` on,
-        with LayerNorm).
+        The result dtype and kind, whether rows are computed in float64, how
+        results are allocated (``.empty`` from ``.pool_min_bytes`` bytes on)
+        and written (non-temporal stores from ``.stream_min_bytes`` on, with
+        LayerNorm), and how a failed check is worded (``.report(plan, call)``:
+        the exception to raise).
     """
-
-    cdef be_job job  # what every call's job shares; the per-call fields are unset
-    cdef readonly object tables
-    cdef readonly object rule
-    cdef readonly object output
-    cdef int rule_code
-    cdef Py_ssize_t offset
-    cdef int64_t padding_idx
-    cdef Py_ssize_t tok_rows, pos_rows, seg_rows
-    cdef bint map_drops  # a trimmed table whose map holds -1 (trimmed-away ids are an error)
-    cdef bint empty_default  # a segment or task table of 0 rows: row 0 is not there
-    cdef int pos_term, seg_term, task_term
-    cdef int out_typenum
-    cdef object out_dtype
-    cdef object big_empty
-    cdef Py_ssize_t big_bytes, stream_bytes
 
     def __init__(self, tables, rule, output):
         cdef int k = 0
@@ -526,21 +409,18 @@ cdef class Plan:
             self.tok_rows = tables.token_map.map.shape[0]
             self.map_drops = tables.token_map.unknown is None
         self.pos_term = self.seg_term = self.task_term = -1
-        self.pos_rows = self.seg_rows = 0
-        self.empty_default = False
+        self.pos_rows = self.seg_rows = self.task_rows = 0
         if tables.pos is not None:
-            _bind_term(&self.job.terms[k], tables.pos, self.rule_code == BE_RULE_ABSOLUTE, self.offset)
+            _bind_term(&self.job.terms[k], tables.pos, self.rule_code == RULE_ABSOLUTE, self.offset)
             self.pos_term, self.pos_rows = k, tables.pos.data.shape[0]
             k += 1
         if tables.seg is not None:
             _bind_term(&self.job.terms[k], tables.seg, False, 0)
             self.seg_term, self.seg_rows = k, tables.seg.data.shape[0]
-            self.empty_default |= self.seg_rows == 0
             k += 1
         if tables.task is not None:
             _bind_term(&self.job.terms[k], tables.task, False, 0)
-            self.task_term = k
-            self.empty_default |= tables.task.data.shape[0] == 0
+            self.task_term, self.task_rows = k, tables.task.data.shape[0]
             k += 1
         self.job.nterms = k
         self.job.ln = ln is not None
@@ -558,12 +438,13 @@ cdef class Plan:
         self.job.wide = output.wide
         self.job.stream = 0
         self.big_empty = output.empty
+        self.report = output.report
         self.big_bytes = output.pool_min_bytes
         self.stream_bytes = output.stream_min_bytes
 
-    cdef inline void _job(self, be_job *job, Py_ssize_t n, Py_ssize_t S, bint id64, const char *tok_ids,
-                          const char *pos_ids, bint pos_shared, const char *seg_ids, const char *task_ids,
-                          const unsigned char *keep, char *out) noexcept nogil:
+    cdef void _job(self, be_job *job, Py_ssize_t n, Py_ssize_t S, bint id64, const char *tok_ids,
+                   const char *pos_ids, bint pos_shared, const char *seg_ids, const char *task_ids,
+                   const unsigned char *keep, char *out) noexcept nogil:
         """The job of one call of n rows (sequences of S): the plan's, and the
         call's ids, mask and result. A term without ids reads what the plan
         bound (row offset + s for absolute positions, else row 0);
@@ -579,128 +460,187 @@ cdef class Plan:
         job.out = out
         job.stream = job.ln and n * job.out_row_bytes >= self.stream_bytes
 
-    def embed(self, call, int num_threads):
-        """Fill ``call.out`` with the embeddings of a checked call.
-
-        `call` (``embed.Call``): ``token_ids`` (B, S), C-contiguous int32 or
-        int64; ``position_ids`` (1 or B, S), ``segment_ids`` and
-        ``task_type_ids`` (B, S), each None (the plan's rule, row 0) or of the
-        token ids' dtype; ``keep`` None or (B, S) uint8 (rows with 0 are
-        zeros); ``out`` C-contiguous ``(B, S, H)`` of the plan's dtype.
-        `num_threads` <= 0: the automatic choice. The shim has checked every
-        id and every shape.
-        """
-        cdef cnp.ndarray ids = <cnp.ndarray>call.token_ids
-        cdef object pos = call.position_ids
-        cdef be_job job
-        cdef Py_ssize_t S = cnp.PyArray_DIMS(ids)[1]
-        cdef Py_ssize_t n = cnp.PyArray_DIMS(ids)[0] * S
-        if n == 0:
-            return
-        self._job(&job, n, S, cnp.PyArray_ITEMSIZE(ids) == 8, _data(ids),
-                  _data_or_null(pos), pos is not None and cnp.PyArray_DIMS(<cnp.ndarray>pos)[0] == 1,
-                  _data_or_null(call.segment_ids), _data_or_null(call.task_type_ids),
-                  <const unsigned char *>_data_or_null(call.keep), <char *>_data(call.out))
-        _run(&job, n, num_threads)
-
-    def run(self, token_ids, segment_ids, int num_threads):
-        """The embeddings of `token_ids`, or None if the call needs the full checks."""
-        cdef cnp.ndarray ids, sids = None, positions = None, result
-        cdef int nd, t
-        cdef Py_ssize_t B, S, n, nbytes
-        cdef cnp.npy_intp dims[3]
-        cdef bint id64
+    cdef int _check(self, const char *tok, bint id64, Py_ssize_t B, Py_ssize_t S, const char *pos, Py_ssize_t pos_n,
+                    const char *seg, const char *task, bint scan_map, char *padding, Py_ssize_t *index,
+                    int64_t *value) noexcept nogil:
+        """Check a call's ids against the plan's tables, in the order errors are
+        reported: the absolute rule's length, token ids, trimmed-away ids (when
+        `scan_map`), positions (`pos`: `pos_n` ids; or the padding rule's,
+        written to `padding`), segment ids, task type ids (NULL: row 0).
+        Returns ``IDS_OK`` or the ``BAD_*`` code, with the first bad flat index
+        (-1: a default row) and the value found."""
+        cdef Py_ssize_t n = B * S
         cdef int64_t top
-        cdef be_job job
-        cdef const char *src
-        cdef char *dst
-        cdef int k
-        cdef int unmapped = 0
+        index[0], value[0] = -1, 0
+        if pos == NULL and self.pos_term >= 0 and self.rule_code == RULE_ABSOLUTE and S + self.offset > self.pos_rows:
+            value[0] = S
+            return BAD_ABSOLUTE
+        if n == 0:
+            return IDS_OK
+        index[0] = be_first_out_of_range(tok, id64, n, self.tok_rows)
+        if index[0] >= 0:
+            return BAD_TOKEN
+        if scan_map and self.map_drops:
+            index[0] = be_first_dropped(tok, id64, n, self.job.tok_map)
+            if index[0] >= 0:
+                return BAD_DROPPED
+        if self.pos_term >= 0:
+            if pos != NULL:
+                index[0] = be_first_out_of_range(pos, id64, pos_n, self.pos_rows)
+                if index[0] >= 0:
+                    return BAD_POSITION
+            elif self.rule_code == RULE_PADDING:
+                top = be_padding_positions(tok, padding, B, S, id64, self.padding_idx)
+                if top >= self.pos_rows:
+                    value[0] = top
+                    return BAD_PADDING
+        if self.seg_term >= 0:
+            if seg != NULL:
+                index[0] = be_first_out_of_range(seg, id64, n, self.seg_rows)
+                if index[0] >= 0:
+                    return BAD_SEGMENT
+            elif self.seg_rows == 0:
+                return BAD_SEGMENT
+        if self.task_term >= 0:
+            if task != NULL:
+                index[0] = be_first_out_of_range(task, id64, n, self.task_rows)
+                if index[0] >= 0:
+                    return BAD_TASK
+            elif self.task_rows == 0:
+                return BAD_TASK
+        index[0] = -1
+        return IDS_OK
+
+    cdef bint _given(self, object token_ids, object segment_ids):
+        """Whether `token_ids` and `segment_ids` are in the kernel's form as given
+        (see :meth:`given`)."""
+        cdef cnp.ndarray ids, sids
+        cdef int nd
         if not _plain_ids(token_ids):
-            return None
+            return False
         ids = <cnp.ndarray>token_ids
         nd = cnp.PyArray_NDIM(ids)
-        t = cnp.PyArray_TYPE(ids)
-        if nd == 2:
-            B, S = cnp.PyArray_DIMS(ids)[0], cnp.PyArray_DIMS(ids)[1]
-        elif nd == 1:
-            B, S = 1, cnp.PyArray_DIMS(ids)[0]
-        else:
-            return None
-        n = B * S
-        id64 = t == cnp.NPY_INT64
-        if n == 0 or self.empty_default:
-            return None
+        if nd != 1 and nd != 2:
+            return False
         if segment_ids is not None:
             if self.seg_term < 0 or not _plain_ids(segment_ids):
-                return None
+                return False
             sids = <cnp.ndarray>segment_ids
-            if (cnp.PyArray_TYPE(sids) != t or cnp.PyArray_NDIM(sids) != nd
+            if (cnp.PyArray_TYPE(sids) != cnp.PyArray_TYPE(ids) or cnp.PyArray_NDIM(sids) != nd
                     or cnp.PyArray_DIMS(sids)[0] != cnp.PyArray_DIMS(ids)[0]
-                    or cnp.PyArray_DIMS(sids)[nd - 1] != S):
-                return None
-        if not _in_range(_data(ids), n, id64, self.tok_rows):
+                    or cnp.PyArray_DIMS(sids)[nd - 1] != cnp.PyArray_DIMS(ids)[nd - 1]):
+                return False
+        # (the padding rule's positions may not fit int32: the shim widens the ids)
+        return not (self.rule_code == RULE_PADDING and cnp.PyArray_TYPE(ids) == cnp.NPY_INT32
+                    and self.padding_idx + cnp.PyArray_DIMS(ids)[nd - 1] > 2147483647)
+
+    def given(self, token_ids, segment_ids, int num_threads, inputs=None):
+        """The :class:`Call` of `token_ids` and `segment_ids` as given, when they are
+        in the kernel's form already (a native aligned C-contiguous int32 or
+        int64 ndarray of 1 or 2 dimensions; segment ids None, or of the same
+        dtype and shape, with a segment table); else None: the shim
+        normalises them. Decided by their types and shapes: no id is read.
+        `inputs`: as :class:`Call`'s."""
+        if not self._given(token_ids, segment_ids):
             return None
-        if sids is not None and not _in_range(_data(sids), n, id64, self.seg_rows):
+        return Call(token_ids, None, segment_ids, None, None, None, cnp.PyArray_NDIM(<cnp.ndarray>token_ids) == 1,
+                    num_threads, inputs)
+
+    def run(self, token_ids, segment_ids, int num_threads):
+        """The embeddings of the layer's common call: :meth:`embed` of
+        :meth:`given`, in one step (no Call is made unless a check fails).
+        None when the inputs are not in the kernel's form (the shim then
+        normalises them); a bad id raises, as in :meth:`embed`."""
+        if not self._given(token_ids, segment_ids):
             return None
-        if self.rule_code == BE_RULE_ABSOLUTE and self.pos_term >= 0:
-            if S + self.offset > self.pos_rows:
-                return None
-        elif self.rule_code == BE_RULE_PADDING:
-            if not id64 and self.padding_idx + S > 2147483647:
-                return None
-            dims[0], dims[1] = B, S
-            positions = cnp.PyArray_EMPTY(2, dims, t, 0)
-            src = _data(ids)
-            dst = <char *>cnp.PyArray_DATA(positions)
-            with nogil:
-                top = _padding_positions(src, dst, B, S, id64, self.padding_idx)
-            if top >= self.pos_rows:
-                return None
-        for k in range(nd):
-            dims[k] = cnp.PyArray_DIMS(ids)[k]
-        dims[nd] = self.job.H
-        nbytes = n * self.job.out_row_bytes
-        if nbytes >= self.big_bytes or self.out_typenum < 0:
-            result = self.big_empty(tuple([dims[k] for k in range(nd + 1)]), self.out_dtype)
-        else:
-            result = cnp.PyArray_EMPTY(nd + 1, dims, self.out_typenum, 0)
-        self._job(&job, n, S, id64, _data(ids), _data_or_null(positions), False, _data_or_null(sids), NULL,
-                  NULL, <char *>cnp.PyArray_DATA(result))
-        if self.map_drops:  # (found in the pass itself: a check of its own costs a second walk of the map)
-            job.unmapped = &unmapped
-        _run(&job, n, num_threads)
-        if unmapped:
-            return None  # (the full checks name the id)
-        return result
+        return self._embed(<cnp.ndarray>token_ids, cnp.PyArray_NDIM(<cnp.ndarray>token_ids) == 1, None, segment_ids,
+                           None, None, None, num_threads, None)
 
+    def embed(self, Call call not None):
+        """The embeddings of `call`: ``call.out`` filled, or a new result.
 
-cdef bint _in_range(const char *ids, Py_ssize_t n, bint id64, Py_ssize_t rows) noexcept nogil:
-    """Whether every id is in [0, rows) (negative ids are out of range)."""
-    cdef Py_ssize_t i
-    cdef unsigned long long limit = <unsigned long long>rows
-    cdef bint bad = False
-    cdef const int64_t *p64 = <const int64_t *>ids
-    cdef const int32_t *p32 = <const int32_t *>ids
-    if id64:
-        for i in range(n):
-            bad |= <unsigned long long>p64[i] >= limit
-    else:
-        for i in range(n):
-            bad |= <unsigned long long>(<int64_t>p32[i]) >= limit
-    return not bad
+        Its ids are checked first: when one is bad nothing is written;
+        ``call.error``, ``call.index`` and ``call.value`` say what was found
+        (``be_check.h``), and the exception the plan's ``output.report``
+        makes of it is raised.
+        """
+        return self._embed(<cnp.ndarray>call.token_ids, call.flat, call.position_ids, call.segment_ids,
+                           call.task_type_ids, call.keep, call.out, call.num_threads, call)
 
-
-cdef inline bint _plain_ids(object value):
-    """A native, aligned, C-contiguous int32/int64 ndarray (no conversion needed)."""
-    cdef cnp.ndarray a
-    cdef int t
-    if not cnp.PyArray_CheckExact(value):
-        return False
-    a = <cnp.ndarray>value
-    t = cnp.PyArray_TYPE(a)
-    return ((t == cnp.NPY_INT32 or t == cnp.NPY_INT64) and cnp.PyArray_IS_C_CONTIGUOUS(a)
-            and cnp.PyArray_ISALIGNED(a) and cnp.PyArray_ISNOTSWAPPED(a))
+    cdef object _embed(self, cnp.ndarray ids, bint flat, object pos, object seg, object task, object keep, object out,
+                       int num_threads, Call call):
+        """Check and compute one call (`call`: the Call of these inputs, or None: made only to report a failure)."""
+        cdef cnp.ndarray result
+        cdef be_job job
+        cdef bint id64 = cnp.PyArray_ITEMSIZE(ids) == 8
+        cdef Py_ssize_t B = 1 if flat else cnp.PyArray_DIMS(ids)[0]
+        cdef Py_ssize_t S = cnp.PyArray_DIMS(ids)[cnp.PyArray_NDIM(ids) - 1]
+        cdef Py_ssize_t n = B * S, pos_n = 0, index = -1
+        cdef int64_t value = 0
+        cdef int error, k, unmapped = 0
+        cdef bint fresh = out is None
+        cdef const char *tok = _data(ids)
+        cdef const char *pos_ids = _data_or_null(pos)
+        cdef const char *seg_ids = _data_or_null(seg)
+        cdef const char *task_ids = _data_or_null(task)
+        cdef char *padding = NULL
+        cdef cnp.npy_intp dims[3]
+        if pos is not None:
+            pos_n = cnp.PyArray_SIZE(<cnp.ndarray>pos)
+        if pos_ids == NULL and self.rule_code == RULE_PADDING and self.pos_term >= 0 and n:
+            padding = <char *>malloc(n * cnp.PyArray_ITEMSIZE(ids))
+            if padding == NULL:
+                raise MemoryError("bertembed: no memory for the position ids")
+        try:
+            # A new result is written before the map's check: the pass over the
+            # rows finds trimmed-away ids itself (a check of its own costs a
+            # second walk of the map); a buffer of the caller's is checked first.
+            # (The GIL is released for big calls only: for a small one, releasing
+            # it costs more than the scans.)
+            if n >= _CHECK_NOGIL_MIN:
+                with nogil:
+                    error = self._check(tok, id64, B, S, pos_ids, pos_n, seg_ids, task_ids, not fresh, padding,
+                                        &index, &value)
+            else:
+                error = self._check(tok, id64, B, S, pos_ids, pos_n, seg_ids, task_ids, not fresh, padding, &index,
+                                    &value)
+            if error > BAD_DROPPED and fresh and self.map_drops:
+                index = be_first_dropped(tok, id64, n, self.job.tok_map)
+                if index >= 0:
+                    error, value = BAD_DROPPED, 0
+            if error == IDS_OK:
+                if fresh:
+                    if flat:
+                        dims[0], dims[1] = S, self.job.H
+                    else:
+                        dims[0], dims[1], dims[2] = B, S, self.job.H
+                    if n == 0:
+                        result = np.empty(tuple([dims[k] for k in range(2 if flat else 3)]), self.out_dtype)
+                    elif n * self.job.out_row_bytes >= self.big_bytes or self.out_typenum < 0:
+                        result = self.big_empty(tuple([dims[k] for k in range(2 if flat else 3)]), self.out_dtype)
+                    else:
+                        result = cnp.PyArray_EMPTY(2 if flat else 3, dims, self.out_typenum, 0)
+                else:
+                    result = <cnp.ndarray>out
+                if n == 0:
+                    return result
+                self._job(&job, n, S, id64, tok, padding if padding != NULL else pos_ids,
+                          pos is not None and cnp.PyArray_DIMS(<cnp.ndarray>pos)[0] == 1, seg_ids, task_ids,
+                          <const unsigned char *>_data_or_null(keep), <char *>cnp.PyArray_DATA(result))
+                if fresh and self.map_drops:
+                    job.unmapped = &unmapped
+                _run(&job, n, num_threads)
+                if not unmapped:
+                    return result
+                with nogil:
+                    index = be_first_dropped(tok, id64, n, self.job.tok_map)
+                error = BAD_DROPPED
+        finally:
+            free(padding)
+        if call is None:
+            call = Call(ids, pos, seg, task, keep, out, flat, num_threads)
+        call.error, call.index, call.value = error, index, value
+        raise self.report(self, call)
 
 
 def convert_rows(object src, object dst, Py_ssize_t start, Py_ssize_t stop, int num_threads):

@@ -1,9 +1,11 @@
-"""One call of the kernel: check the ids (and ``out``) against validated tables, then compute.
+"""One call of the kernel: normalise its inputs into one typed call, then compute it.
 
 :func:`bind` binds tables, a position rule and a result dtype to the kernel
 (a :class:`~bertembed._core._kernel.Plan`: a layer makes one when it is built,
-``bert_embeddings`` one per call); :func:`embed_ids` checks and converts one
-call's inputs into a :class:`Call` and hands it to the plan.
+``bert_embeddings`` one per call); :func:`embed_ids` turns one call's inputs
+into a :class:`~bertembed._core._kernel.Call` (:func:`normalise`) and hands
+it to the plan, which checks the ids and computes; a failed check is worded
+by ``bad_ids.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _kernel, dtypes, positions, runtime, trim, validate
+from . import _kernel, bad_ids, dtypes, positions, runtime, validate
 from .pool import MIN_BYTES as POOL_MIN_BYTES
 from .pool import pool as _pool
 from .positions import PositionRule
@@ -39,22 +41,11 @@ class Output(NamedTuple):
     empty: Callable[[tuple[int, ...], np.dtype], np.ndarray]  #: allocates results of pool_min_bytes or more
     pool_min_bytes: int
     stream_min_bytes: int  #: LayerNorm results this big or bigger are streamed
+    report: Callable[[_kernel.Plan, _kernel.Call], Exception]  #: the exception of a call whose ids failed a check
 
 
-class Call(NamedTuple):
-    """One checked call's arrays, as :meth:`Plan.embed <bertembed._core._kernel.Plan.embed>` reads them.
-
-    Every id array is C-contiguous, of the token ids' dtype (int32 or int64)
-    and in range; None means the plan's default (positions by its rule, row 0
-    of the segment and task tables, no mask).
-    """
-
-    token_ids: np.ndarray  #: (B, S)
-    position_ids: np.ndarray | None  #: (1 or B, S)
-    segment_ids: np.ndarray | None  #: (B, S)
-    task_type_ids: np.ndarray | None  #: (B, S)
-    keep: np.ndarray | None  #: (B, S) uint8: rows with 0 are zeros
-    out: np.ndarray  #: (B, S, H), the plan's dtype
+#: What a call's token and segment ids are called unless the caller says otherwise.
+NAMES = ("token_ids", "segment_ids")
 
 
 def bind(tables: Tables, rule: PositionRule, dtype: np.dtype) -> _kernel.Plan:
@@ -62,7 +53,8 @@ def bind(tables: Tables, rule: PositionRule, dtype: np.dtype) -> _kernel.Plan:
     result = dtypes.of_array(dtype)
     if result is None or not result.result:
         raise TypeError(f"dtype must be {dtypes.listed(dtypes.RESULTS)}, got {dtype}")
-    output = Output(dtype, result.kind, tables.wide or result.wide, _pool.empty, POOL_MIN_BYTES, STREAM_MIN_BYTES)
+    wide = tables.wide or result.wide
+    output = Output(dtype, result.kind, wide, _pool.empty, POOL_MIN_BYTES, STREAM_MIN_BYTES, bad_ids.error)
     return _kernel.Plan(tables, rule, output)
 
 
@@ -99,26 +91,77 @@ def embed_ids(
     task_type_ids: Any = None,
     attention_mask: Any = None,
     zero_masked: bool = False,
-    names: tuple[str, str] = ("token_ids", "segment_ids"),
+    names: tuple[str, str] = NAMES,
     plan: _kernel.Plan | None = None,
 ) -> np.ndarray:
-    """Check the ids (and ``out``) against validated tables, then run the kernel.
+    """Normalise a call's inputs into one :class:`~bertembed._core._kernel.Call`, and compute it.
 
-    `rule` numbers positions when `position_ids` is None. `attention_mask`
-    is checked whenever given; with `zero_masked` its 0 positions give rows
-    of zeros (DeBERTa's embedding module does this). `names`: what the caller
-    called the token and segment ids (transformers' ``input_ids`` and
+    Inputs already in the kernel's form are taken as they are
+    (:meth:`Plan.given <bertembed._core._kernel.Plan.given>`); others are
+    converted by :func:`normalise`. The kernel checks the ids, once, before
+    it writes anything (``out`` is untouched when a check fails), and raises
+    what :func:`bertembed._core.bad_ids.error` makes of what it found. `rule`
+    numbers positions when `position_ids` is None; `attention_mask` is
+    checked whenever given, and with `zero_masked` its 0 positions give rows
+    of zeros (DeBERTa's embedding module does this). `names`: what the
+    caller called the token and segment ids (transformers' ``input_ids`` and
     ``token_type_ids``), for the error messages. `plan`: `t`, `rule` and
     `dtype` already bound (a layer's, see :func:`bind`); None binds them for
     this call.
     """
+    nthreads = validate.as_num_threads(num_threads) or 0
+    if plan is None:
+        plan = bind(t, rule, dtype)
+    call = None
+    if position_ids is None and task_type_ids is None and out is None and (attention_mask is None or not zero_masked):
+        inputs = None if names == NAMES else bad_ids.Given(token_ids, segment_ids, None, None, *names)
+        call = plan.given(token_ids, segment_ids, nthreads, inputs)
+    if call is None:
+        call = normalise(
+            t,
+            token_ids,
+            segment_ids,
+            position_ids,
+            out,
+            dtype,
+            nthreads,
+            originals,
+            rule=rule,
+            task_type_ids=task_type_ids,
+            attention_mask=attention_mask,
+            zero_masked=zero_masked,
+            names=names,
+        )
+    elif attention_mask is not None:  # (checked; it changes nothing here)
+        validate.as_mask(attention_mask, token_ids.shape, names[0])
+    return plan.embed(call)
+
+
+def normalise(
+    t: Tables,
+    token_ids: Any,
+    segment_ids: Any,
+    position_ids: Any,
+    out: Any,
+    dtype: np.dtype,
+    num_threads: int,
+    originals: tuple[Any, ...] = (),
+    *,
+    rule: PositionRule = positions.ABSOLUTE,
+    task_type_ids: Any = None,
+    attention_mask: Any = None,
+    zero_masked: bool = False,
+    names: tuple[str, str] = NAMES,
+) -> _kernel.Call:
+    """A call's inputs as the kernel takes them: ids as C-contiguous (B, S)
+    int32 (when every id array is int32 already) or int64, the mask as uint8,
+    `out` checked; TypeError or ValueError for what cannot be (the ids'
+    values are the kernel's to check). Arguments as :func:`embed_ids`'s."""
     tok_name, seg_name = names
-    nthreads = validate.as_num_threads(num_threads)
     tok_ids = validate.as_ids(tok_name, token_ids)
     if tok_ids.ndim not in (1, 2):
         raise ValueError(f"{tok_name} must be 1-D (S,) or 2-D (B, S), got shape {tok_ids.shape}")
     batch, seq = (1, tok_ids.shape[0]) if tok_ids.ndim == 1 else tok_ids.shape
-    hidden = t.hidden
 
     seg_ids = _type_ids(seg_name, segment_ids, t.seg, "segment_embeddings", tok_ids.shape, tok_name)
     task_ids = _type_ids("task_type_ids", task_type_ids, t.task, "task_embeddings", tok_ids.shape, tok_name)
@@ -134,18 +177,15 @@ def embed_ids(
                 f"position_ids has shape {pos_ids.shape}, expected (S,), (1, S) or (B, S) "
                 f"with {tok_name} of shape {tok_ids.shape}"
             )
-    elif t.pos is not None and rule.kind == "absolute":
-        positions.check_absolute(rule, seq, t.pos.rows)
     keep = None
     if attention_mask is not None:
         keep = validate.as_mask(attention_mask, tok_ids.shape, tok_name)
         keep = keep.reshape(batch, seq) if zero_masked else None
 
-    shape = (*tok_ids.shape, hidden)
     if out is not None:
         validate.check_out(
             out,
-            shape,
+            (*tok_ids.shape, t.hidden),
             dtype,
             [
                 token_ids,
@@ -158,41 +198,25 @@ def embed_ids(
                 None if t.token_map is None else t.token_map.map,
             ],
         )
-    if batch * seq == 0:
-        return out if out is not None else np.empty(shape, dtype)
-
     kdt = validate.id_dtype(tok_ids, seg_ids, pos_ids, task_ids)
     if positions.needs_int64(rule, seq):
         kdt = np.dtype(np.int64)
-    tk = validate.ids_for_kernel(tok_name, tok_ids, t.vocab, "token_embeddings", kdt).reshape(batch, seq)
-    if t.token_map is not None and t.token_map.unknown is None:  # a trimmed table: its trimmed-away ids
-        trim.check_kept(tok_name, tok_ids, tk, t.token_map)
-    pk = None
-    if t.pos is not None:
-        if pos_ids is not None:
-            pk = validate.ids_for_kernel("position_ids", pos_ids, t.pos.rows, "position_embeddings", kdt)
-            pk = pk.reshape(-1, seq)
-        elif rule.kind == "padding":
-            pk = positions.padding_positions(tk, rule, t.pos.rows)
-        # else the kernel reads rows offset + s (the absolute rule)
-    sk = _kernel_type_ids(seg_name, seg_ids, t.seg, "segment_embeddings", kdt, (batch, seq))
-    qk = _kernel_type_ids("task_type_ids", task_ids, t.task, "task_embeddings", kdt, (batch, seq))
 
-    result = out if out is not None else _pool.empty(shape, dtype)
-    if plan is None:
-        plan = bind(t, rule, dtype)
-    plan.embed(Call(tk, pk, sk, qk, keep, result), 0 if nthreads is None else nthreads)
-    return result
+    def kernel_ids(ids: np.ndarray | None) -> np.ndarray | None:
+        """(B, S) ids, or position ids of (1 or B, S), as `kdt`."""
+        if ids is None:
+            return None
+        return validate.to_kernel_ids(ids, kdt).reshape(ids.shape[0] if ids.ndim == 2 else 1, seq)
 
-
-def _kernel_type_ids(
-    name: str, ids: np.ndarray | None, table: Table | None, what: str, dtype: np.dtype, shape: tuple[int, int]
-) -> np.ndarray | None:
-    """Segment or task ids range-checked as (B, S) `dtype`; None for row 0 (checked to exist)."""
-    if table is None:
-        return None
-    if ids is None:
-        if table.rows == 0:
-            raise IndexError(f"{name} (default 0) is out of range for {what} with 0 rows")
-        return None
-    return validate.ids_for_kernel(name, ids, table.rows, what, dtype).reshape(shape)
+    given = bad_ids.Given(tok_ids, seg_ids, pos_ids, task_ids, tok_name, seg_name)
+    return _kernel.Call(
+        kernel_ids(tok_ids),
+        kernel_ids(pos_ids),
+        kernel_ids(seg_ids),
+        kernel_ids(task_ids),
+        keep,
+        out,
+        tok_ids.ndim == 1,
+        num_threads,
+        given,
+    )

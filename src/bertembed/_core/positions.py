@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _kernel
 
-#: The kernel's number of each rule (declared in ``csrc/be_kinds.h``).
+#: The kernel's number of each rule (declared in ``csrc/be_kinds.h``, read through ``_kernel.pxd``).
 CODES = {"absolute": _kernel.RULE_ABSOLUTE, "padding": _kernel.RULE_PADDING, "none": _kernel.RULE_NONE}
 KINDS = tuple(CODES)
 
@@ -88,14 +88,18 @@ def needs_int64(rule: PositionRule, seq: int) -> bool:
 def check_absolute(rule: PositionRule, seq: int, rows: int) -> None:
     """ValueError when the ``absolute`` rule's positions for sequences of `seq`
     run past a position table of `rows` rows."""
-    if seq + rule.offset <= rows:
-        return
+    if seq + rule.offset > rows:
+        raise absolute_error(rule, seq, rows)
+
+
+def absolute_error(rule: PositionRule, seq: int, rows: int) -> ValueError:
+    """The error of sequences of `seq` whose ``absolute`` positions run past a position table of `rows` rows."""
     if rule.offset:
-        raise ValueError(
+        return ValueError(
             f"sequence length {seq} with positions from {rule.offset} needs "
             f"{seq + rule.offset} rows; position_embeddings has {rows}"
         )
-    raise ValueError(f"sequence length {seq} is larger than position_embeddings' {rows} rows")
+    return ValueError(f"sequence length {seq} is larger than position_embeddings' {rows} rows")
 
 
 def padding_positions(ids: np.ndarray, rule: PositionRule, rows: int) -> np.ndarray:
@@ -110,16 +114,22 @@ def padding_positions(ids: np.ndarray, rule: PositionRule, rows: int) -> np.ndar
     padding_idx = rule.padding_idx
     if padding_idx is None:  # (only the padding rule has one, and it always has)
         raise ValueError(f"the {rule.kind!r} position rule does not number positions from a padding id")
-    if padding_idx >= rows:
-        raise ValueError(f"padding_idx {padding_idx} is not a row of position_embeddings with {rows} rows")
     out = np.empty(ids.shape, ids.dtype)
     top = _kernel.padding_positions(ids, padding_idx, out)
-    if top >= rows:
-        counts = (ids != padding_idx).sum(axis=1)
-        b = int(np.argmax(counts))
-        raise ValueError(
-            f"token_ids[{b}] has {int(counts[b])} tokens that are not padding ({padding_idx}): "
-            f"their positions run to {padding_idx + int(counts[b])}, but position_embeddings "
-            f"has {rows} rows (at most {rows - 1 - padding_idx} tokens per sequence)"
-        )
+    if padding_idx >= rows or top >= rows:
+        raise padding_error(ids, rule, rows)
     return out
+
+
+def padding_error(ids: np.ndarray, rule: PositionRule, rows: int) -> ValueError:
+    """The error of (B, S) `ids` whose ``padding`` positions run past a position table of `rows` rows."""
+    padding_idx = int(rule.padding_idx or 0)
+    if padding_idx >= rows:
+        return ValueError(f"padding_idx {padding_idx} is not a row of position_embeddings with {rows} rows")
+    counts = (ids != padding_idx).sum(axis=1)
+    b = int(np.argmax(counts))
+    return ValueError(
+        f"token_ids[{b}] has {int(counts[b])} tokens that are not padding ({padding_idx}): "
+        f"their positions run to {padding_idx + int(counts[b])}, but position_embeddings "
+        f"has {rows} rows (at most {rows - 1 - padding_idx} tokens per sequence)"
+    )

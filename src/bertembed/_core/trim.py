@@ -6,8 +6,9 @@ the ids, and an int32 map of one entry per id of the original vocabulary:
 the layer's unknown rule is ``"error"`` (a call that gives one is an
 IndexError, raised before anything is written), or to the row of the
 ``unknown`` id (which is always kept). The kernel reads ``map[id]`` in the
-same pass as the row; the shim checks every id against the original
-vocabulary first, and the map itself is checked once, when the layer is built
+same pass as the row, and checks every id against the original vocabulary
+(and, for ``"error"``, against the map's ``-1`` entries) before it writes
+anything, and the map itself is checked once, when the layer is built
 (:func:`check_map`: every entry is ``-1`` or a row, the kept ids map to rows
 0, 1, 2... in order), so that no id, however hostile, can read outside the
 table.
@@ -18,8 +19,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
-
-from . import _kernel
 
 #: The map's entry for an id that was trimmed away (unknown rule "error").
 DROPPED = -1
@@ -138,18 +137,3 @@ def check_map(arr: np.ndarray, rows: int, unknown: int | None, where: str) -> To
     if kept.shape[0] != rows or not np.array_equal(arr[kept], np.arange(rows, dtype=np.int32)):
         raise ValueError(f"{where}: the id map does not send the kept ids to rows 0..{rows - 1} in order")
     return got
-
-
-def check_kept(name: str, original: np.ndarray, ids: np.ndarray, token_map: TokenMap) -> None:
-    """IndexError when an id of `ids` (range-checked, C-contiguous int32/int64,
-    from `original`, the caller's array) was trimmed away; it names the array,
-    the position and the id."""
-    i = _kernel.first_unmapped(ids.reshape(-1), token_map.map)
-    if i < 0:
-        return
-    where = np.unravel_index(i, original.shape)
-    pos = ", ".join(str(int(k)) for k in where)
-    raise IndexError(
-        f"{name}[{pos}] = {int(original[where])} is not among the {token_map.rows} token rows kept by this "
-        f"trimmed layer (vocabulary {token_map.vocab})"
-    )

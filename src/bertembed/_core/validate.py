@@ -2,7 +2,9 @@
 
 Each function returns a normalised array (native byte order, C-contiguous,
 a dtype the kernel has a specialisation for) or raises TypeError,
-ValueError or IndexError with a message naming the argument.
+ValueError or IndexError with a message naming the argument. The ids' values
+are not checked here: the kernel checks them, once (``bad_ids.py`` words
+what it finds).
 """
 
 from __future__ import annotations
@@ -13,18 +15,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _kernel, dtypes
+from . import dtypes
 
 _I32 = np.dtype(np.int32)
 _I64 = np.dtype(np.int64)
-# The range check's specialisations, looked up directly (cheaper than
-# Cython's fused-type dispatch on every call).
-_FIRST_OUT_OF_RANGE = {
-    _I32: _kernel.first_out_of_range.__signatures__["int32_t"],
-    _I64: _kernel.first_out_of_range.__signatures__["int64_t"],
-}
-
-
 #: How to make rows of one length, said by every error about ragged ids.
 PAD_HINT = (
     "pad them to one length and pass the attention_mask (transformers: "
@@ -73,8 +67,9 @@ def _ragged(name: str, value: Any) -> ValueError | None:
     return ValueError(f"{name} is ragged: its rows have lengths {shown}; {PAD_HINT}")
 
 
-def _where(arr: np.ndarray, flat_index: int) -> str:
-    return ", ".join(str(int(k)) for k in np.unravel_index(flat_index, arr.shape))
+def where(arr: Any, flat_index: int) -> str:
+    """The multi-index of `flat_index` in an array of `arr`'s shape, as ``"b, s"``."""
+    return ", ".join(str(int(k)) for k in np.unravel_index(flat_index, np.shape(arr)))
 
 
 def _not_integer(name: str, value: Any, arr: np.ndarray) -> Exception:
@@ -86,25 +81,25 @@ def _not_integer(name: str, value: Any, arr: np.ndarray) -> Exception:
         if missing.any():
             i = int(np.argmax(missing.reshape(-1)))
             return ValueError(
-                f"{name} holds missing values (NA), the first at [{_where(arr, i)}]; "
+                f"{name} holds missing values (NA), the first at [{where(arr, i)}]; "
                 f"every id must be an integer: drop or fill them first"
             )
     if arr.dtype.kind == "O":
         flat = arr.reshape(-1)
         for i, item in enumerate(flat):
             if item is None or type(item).__name__ == "NAType":
-                return ValueError(f"{name}[{_where(arr, i)}] is missing ({item!r}); every id must be an integer")
+                return ValueError(f"{name}[{where(arr, i)}] is missing ({item!r}); every id must be an integer")
             if isinstance(item, numbers.Integral) and not isinstance(item, bool):
                 if not -(2**63) <= int(item) < 2**64:
                     return IndexError(
-                        f"{name}[{_where(arr, i)}] = {int(item)} is out of range "
+                        f"{name}[{where(arr, i)}] = {int(item)} is out of range "
                         f"(ids are table rows; this one does not even fit in 64 bits)"
                     )
                 continue
             if isinstance(item, (list, tuple)):
                 break  # rows nested deeper in one place than another
             return TypeError(
-                f"{name} must be an integer array; {name}[{_where(arr, i)}] is {type(item).__name__} {item!r}"
+                f"{name} must be an integer array; {name}[{where(arr, i)}] is {type(item).__name__} {item!r}"
             )
     return TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
 
@@ -122,33 +117,6 @@ def to_kernel_ids(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if arr.dtype == dtype and arr.flags.c_contiguous:
         return arr
     return np.ascontiguousarray(arr, dtype=dtype)
-
-
-def _out_of_range(name: str, original: np.ndarray, flat_index: int, rows: int, table: str):
-    where = np.unravel_index(flat_index, original.shape)
-    pos = ", ".join(str(int(k)) for k in where)
-    return IndexError(f"{name}[{pos}] = {int(original[where])} is out of range for {table} with {rows} rows")
-
-
-def ids_for_kernel(name: str, original: np.ndarray, rows: int, table: str, dtype: np.dtype) -> np.ndarray:
-    """Range-check ``original`` (one pass) and return it as contiguous ``dtype``.
-
-    int32 and int64 arrays are checked as they are; other integer dtypes are
-    widened to int64 first. uint64 is checked before that cast, so an id such
-    as 2**64 - 1 is reported as itself, never wrapped to -1.
-    """
-    if original.size == 0:
-        return np.empty(original.shape, dtype)
-    if original.dtype.kind == "u" and original.dtype.itemsize == 8:
-        too_big = original >= rows
-        if too_big.any():
-            raise _out_of_range(name, original, int(np.argmax(too_big)), rows, table)
-    work = original.dtype if original.dtype in (_I32, _I64) else _I64
-    ids = to_kernel_ids(original, work)
-    i = _FIRST_OUT_OF_RANGE[work](ids.reshape(-1), rows)
-    if i >= 0:
-        raise _out_of_range(name, original, i, rows, table)
-    return ids if ids.dtype == dtype else ids.astype(dtype)
 
 
 def _contiguous_as(arr: np.ndarray, dtype: type) -> np.ndarray:

@@ -1,16 +1,18 @@
 """The kernel's two ways in agree, bit for bit, and with the plain twin.
 
-A layer's common call takes the fast path (``Plan.run``: the kernel checks
-the ids itself); every other call takes the checked path (``embed_ids``:
-the shim checks and converts, then ``Plan.embed``). Both build their job with
-the same function, so for the same inputs they must give the same bits: for
+A layer's common call takes the fast path (``Plan.run``: ids in the kernel's
+form as given); every other call takes the normalised path (``embed_ids``:
+the shim converts, then ``Plan.embed``). Both are checked by the kernel and
+build their job with the same function, so for the same inputs they must
+give the same bits: for
 every table dtype, result dtype, position rule and combination of terms
 (segment table with and without ids, task table, LayerNorm with and without
 bias), int32 and int64 ids, one thread and two. Both must also give what the
 plain NumPy twin (``helpers.reference.twin``, float64) gives, at the result
 dtype's tolerance, as bottleneck's functions are tested against their slow
-twins. The fast path's refusals (it returns None and the checked path
-raises the precise error) are tested here too.
+twins. The fast path's refusals (inputs not in the kernel's form: it
+returns None and the shim normalises them) and its errors (the kernel's
+checks, the same as the other path's) are tested here too.
 """
 
 from __future__ import annotations
@@ -179,22 +181,39 @@ def _small_layer(rng, **kw):
 @pytest.mark.parametrize(
     "ids, sids",
     [
-        (np.array([[1, 50]]), None),  # out of range: the checked path raises
-        (np.array([[1, -1]]), None),
-        (np.array([[1, 2]]), np.array([[0, 2]])),
         (np.array([[1, 2]], np.int16), None),  # other dtypes are converted there
         (np.array([[1, 2]]), np.array([[0, 1]], np.int32)),  # mixed dtypes
         (np.array([[1, 2, 3]]), np.array([[0, 1]])),  # shapes differ
         ([[1, 2]], None),  # not an array
         (np.array([[1, 2]]).byteswap().view(">i8"), None),  # byte order
         (np.asfortranarray(np.ones((2, 3), np.int64)), None),  # not C-contiguous
-        (np.zeros((0, 3), np.int64), None),  # empty
-        (np.zeros((1, 21), np.int64), None),  # longer than the position table
         (np.zeros((1, 2, 2), np.int64), None),  # 3-D
     ],
 )
 def test_fast_path_declines_what_it_does_not_check(rng, ids, sids):
     assert _small_layer(rng)._plan.run(ids, sids, 0) is None
+
+
+@pytest.mark.parametrize(
+    "ids, sids, error",
+    [
+        (np.array([[1, 50]]), None, IndexError),  # out of range: the kernel's check raises
+        (np.array([[1, -1]]), None, IndexError),
+        (np.array([[1, 2]]), np.array([[0, 2]]), IndexError),
+        (np.zeros((1, 21), np.int64), None, ValueError),  # longer than the position table
+    ],
+)
+def test_fast_path_raises_what_the_checked_path_raises(rng, ids, sids, error):
+    layer = _small_layer(rng)
+    with pytest.raises(error) as fast:
+        layer._plan.run(ids, sids, 0)
+    with pytest.raises(error) as checked:
+        _checked(layer, ids, sids)
+    assert str(fast.value) == str(checked.value)
+
+
+def test_fast_path_computes_an_empty_call(rng):
+    _same_bits(_small_layer(rng)._plan.run(np.zeros((0, 3), np.int64), None, 0), np.zeros((0, 3, 16)), "empty")
 
 
 def test_fast_path_declines_segment_ids_without_a_table(rng):
@@ -208,7 +227,8 @@ def test_fast_path_declines_segment_ids_without_a_table(rng):
 def test_fast_path_declines_a_default_row_that_is_not_there(rng):
     tok, pos = rng.standard_normal((50, 16)), rng.standard_normal((20, 16))
     layer = BertEmbeddings(tok, pos, np.zeros((0, 16)))
-    assert layer._plan.run(np.array([[1, 2]]), None, 0) is None
+    with pytest.raises(IndexError):
+        layer._plan.run(np.array([[1, 2]]), None, 0)
     with pytest.raises(IndexError, match=r"segment_ids \(default 0\) is out of range for segment_embeddings"):
         layer(np.array([[1, 2]]))
 
@@ -216,6 +236,7 @@ def test_fast_path_declines_a_default_row_that_is_not_there(rng):
 def test_fast_path_padding_rule_declines_too_many_tokens(rng):
     layer = _small_layer(rng, position_rule="padding", padding_idx=1)
     ids = np.full((1, 30), 7)
-    assert layer._plan.run(ids, None, 0) is None
+    with pytest.raises(ValueError):
+        layer._plan.run(ids, None, 0)
     with pytest.raises(ValueError, match=r"token_ids\[0\] has 30 tokens that are not padding"):
         layer(ids)

@@ -367,9 +367,11 @@ def test_the_fast_call_applies_the_map_itself(unknown):
         np.testing.assert_array_equal(got, full(ids))
     dropped = ids.copy()
     dropped[2, 3] = next(i for i in range(V) if i not in set(kept.tolist()))
-    got = small._plan.run(dropped, None, 0)
     if unknown == "error":
-        assert got is None  # left to the checking path, which raises
+        with pytest.raises(IndexError, match=r"token_ids\[2, 3\] = \d+ is not among"):  # the kernel's check
+            small._plan.run(dropped, None, 0)
     else:
+        got = small._plan.run(dropped, None, 0)
         np.testing.assert_array_equal(got, full(np.where(dropped == dropped[2, 3], 5, dropped)))
-    assert small._plan.run(np.array([[V]]), None, 0) is None
+    with pytest.raises(IndexError, match="out of range"):
+        small._plan.run(np.array([[V]]), None, 0)

@@ -1,0 +1,183 @@
+# cython: language_level=3
+"""The joint between the kernel's C (``csrc/*.h``) and its Cython (``_kernel.pyx``).
+
+Every C name the extension uses is declared here once, from its header; the
+numbers the shim shares (storage kinds, position rules, the checks' codes)
+are ``cpdef enum`` members, so that Python reads them from the module under
+the same names (``_kernel.KIND_F32``, ``_kernel.RULE_PADDING``,
+``_kernel.BAD_TOKEN``...) and never restates a value. The classes a call
+goes through (:class:`Call`, :class:`Plan`) are declared with their typed
+fields.
+"""
+
+cimport cython
+cimport numpy as cnp
+from libc.stdint cimport int32_t, int64_t
+
+cdef extern from "be_kinds.h" nogil:
+    # Storage kinds of tables and results; dtypes.py names them.
+    cpdef enum:
+        KIND_F32 "BE_F32"
+        KIND_F64 "BE_F64"
+        KIND_F16 "BE_F16"
+        KIND_BF16 "BE_BF16"
+        KIND_I8 "BE_I8"
+    # Position rules; positions.py names them.
+    cpdef enum:
+        RULE_ABSOLUTE "BE_RULE_ABSOLUTE"
+        RULE_PADDING "BE_RULE_PADDING"
+        RULE_NONE "BE_RULE_NONE"
+
+cdef extern from "be_check.h" nogil:
+    # What a failed check of a call's ids found; bad_ids.py words each one.
+    cpdef enum:
+        IDS_OK "BE_OK"
+        BAD_ABSOLUTE "BE_BAD_ABSOLUTE"
+        BAD_TOKEN "BE_BAD_TOKEN"
+        BAD_DROPPED "BE_BAD_DROPPED"
+        BAD_POSITION "BE_BAD_POSITION"
+        BAD_PADDING "BE_BAD_PADDING"
+        BAD_SEGMENT "BE_BAD_SEGMENT"
+        BAD_TASK "BE_BAD_TASK"
+    Py_ssize_t be_first_out_of_range(const void *ids, int id64, Py_ssize_t n, int64_t rows)
+    Py_ssize_t be_first_dropped(const void *ids, int id64, Py_ssize_t n, const int32_t *map)
+    int64_t be_padding_positions(const void *ids, void *out, Py_ssize_t B, Py_ssize_t S, int id64, int64_t pad)
+
+cdef extern from "be_runtime.h" nogil:
+    int BE_OPENMP
+    int BE_OPENMP_VERSION
+    const char *BE_COMPILER
+    int be_max_threads()
+    int be_release_threads()
+    double be_wtime()
+    double be_thread_cpu()
+    void be_set_max_threads(int n)
+    void be_set_schedule(int dynamic, int chunk)
+
+cdef extern from "be_threads.h" nogil:
+    cpdef enum:
+        # Size classes of the automatic thread choice (log2 of a call's elements).
+        SIZE_CLASSES "BE_SIZE_CLASSES"
+    enum:
+        BE_SIZE_CLASSES  # (the same number under its C name, for the code that reads the classes)
+    int64_t be_in_flight
+    int64_t be_min_parallel
+    int64_t be_learning
+    int64_t be_last_auto
+    int64_t BE_ADD(int64_t *p, int64_t v)
+    int64_t BE_LOAD(int64_t *p)
+    void BE_STORE(int64_t *p, int64_t v)
+    int be_choose_threads(int64_t elements, int share, int *arm)
+    void be_record_threads(int64_t elements, int arm, int threads, double wall, double cpu)
+    void be_reset_threads()
+    double be_call_cost(int threads, double wall, double cpu, double share)
+    ctypedef struct be_size_class:
+        int64_t cost[2]
+        int64_t samples[2]
+        int64_t calls
+        int64_t best
+    be_size_class be_classes[BE_SIZE_CLASSES]
+
+cdef extern from "be_rows.h" nogil:
+    ctypedef struct be_term:
+        const char *data
+        Py_ssize_t row_bytes
+        int kind
+        const char *ids
+        Py_ssize_t ids_bstride
+        int arange
+        Py_ssize_t offset
+
+    ctypedef struct be_job:
+        Py_ssize_t S, H, slot
+        int id64
+        const char *tok_ids
+        const int32_t *tok_map
+        int *unmapped
+        const char *tok
+        Py_ssize_t tok_row_bytes
+        int tok_kind
+        const float *tok_scale
+        be_term terms[3]
+        int nterms
+        int ln
+        const float *w32
+        const float *b32
+        const double *w64
+        const double *b64
+        double eps
+        const unsigned char *keep
+        char *out
+        Py_ssize_t out_row_bytes
+        int out_kind
+        int wide
+        int stream
+
+    int BE_SCRATCH_SLOTS
+    void be_rows_init(const char *cap)
+    const char *be_isa
+    const char *be_isas
+    void be_row(const be_job *j, Py_ssize_t r, double *scratch)
+    void be_store_fence()
+
+cdef extern from "be_convert.h" nogil:
+    ctypedef struct be_conv:
+        const char *src
+        Py_ssize_t src_row_bytes
+        int src_kind
+        const float *src_scale
+        char *dst
+        Py_ssize_t dst_row_bytes
+        int dst_kind
+        float *dst_scale
+        Py_ssize_t H
+    int be_convert_row(const be_conv *c, Py_ssize_t r, double *scratch)
+
+
+@cython.final
+cdef class Call:
+    """One call's inputs in the kernel's form, and what its check found."""
+
+    cdef readonly object token_ids
+    cdef readonly object position_ids
+    cdef readonly object segment_ids
+    cdef readonly object task_type_ids
+    cdef readonly object keep
+    cdef readonly object out
+    cdef readonly bint flat
+    cdef readonly int num_threads
+    cdef readonly object inputs
+    cdef readonly int error
+    cdef readonly Py_ssize_t index
+    cdef readonly int64_t value
+
+
+@cython.final  # (its methods are called directly, not through a table)
+cdef class Plan:
+    """Tables, a position rule and a result dtype bound to the kernel once."""
+
+    cdef be_job job
+    cdef readonly object tables
+    cdef readonly object rule
+    cdef readonly object output
+    cdef int rule_code
+    cdef Py_ssize_t offset
+    cdef int64_t padding_idx
+    cdef Py_ssize_t tok_rows, pos_rows, seg_rows, task_rows
+    cdef bint map_drops
+    cdef int pos_term, seg_term, task_term
+    cdef int out_typenum
+    cdef object out_dtype
+    cdef object big_empty
+    cdef object report
+    cdef Py_ssize_t big_bytes, stream_bytes
+
+    cdef int _check(self, const char *tok, bint id64, Py_ssize_t B, Py_ssize_t S, const char *pos, Py_ssize_t pos_n,
+                    const char *seg, const char *task, bint scan_map, char *padding, Py_ssize_t *index,
+                    int64_t *value) noexcept nogil
+    cdef bint _given(self, object token_ids, object segment_ids)
+    cdef object _embed(self, cnp.ndarray ids, bint flat, object pos, object seg, object task, object keep, object out,
+                       int num_threads, Call call)
+    cdef void _job(self, be_job *job, Py_ssize_t n, Py_ssize_t S, bint id64, const char *tok_ids,
+                   const char *pos_ids, bint pos_shared, const char *seg_ids, const char *task_ids,
+                   const unsigned char *keep, char *out) noexcept nogil
