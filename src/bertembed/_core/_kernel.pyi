@@ -7,7 +7,7 @@ checks its ids and computes it. The numbers below are the C's (``csrc/be_kinds.h
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import disjoint_base
+from typing import final
 
 from .embed import Output
 from .positions import PositionRule
@@ -50,7 +50,7 @@ def thread_limits() -> tuple[int, int]: ...
 def first_out_of_range(ids: _Ids, rows: int) -> int: ...
 def padding_positions(ids: _Ids, padding_idx: int, out: _Ids) -> int: ...
 
-@disjoint_base
+@final
 class Call:
     """One call's inputs in the kernel's form, and what its check found."""
 
@@ -91,7 +91,7 @@ class Call:
         inputs: object = None,
     ) -> None: ...
 
-@disjoint_base
+@final
 class Plan:
     """Tables, a position rule and a result dtype bound to the kernel once."""
 

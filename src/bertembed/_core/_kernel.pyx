@@ -575,7 +575,7 @@ cdef class Plan:
         cdef bint id64 = cnp.PyArray_ITEMSIZE(ids) == 8
         cdef Py_ssize_t B = 1 if flat else cnp.PyArray_DIMS(ids)[0]
         cdef Py_ssize_t S = cnp.PyArray_DIMS(ids)[cnp.PyArray_NDIM(ids) - 1]
-        cdef Py_ssize_t n = B * S, pos_n = 0, index = -1
+        cdef Py_ssize_t n = B * S, pos_n = 0, index = -1, dropped
         cdef int64_t value = 0
         cdef int error, k, unmapped = 0
         cdef bint fresh = out is None
@@ -604,10 +604,10 @@ cdef class Plan:
             else:
                 error = self._check(tok, id64, B, S, pos_ids, pos_n, seg_ids, task_ids, not fresh, padding, &index,
                                     &value)
-            if error > BAD_DROPPED and fresh and self.map_drops:
-                index = be_first_dropped(tok, id64, n, self.job.tok_map)
-                if index >= 0:
-                    error, value = BAD_DROPPED, 0
+            if error > BAD_DROPPED and fresh and self.map_drops:  # (the map before a later check)
+                dropped = be_first_dropped(tok, id64, n, self.job.tok_map)
+                if dropped >= 0:
+                    error, index, value = BAD_DROPPED, dropped, 0
             if error == IDS_OK:
                 if fresh:
                     if flat:

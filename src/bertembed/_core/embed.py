@@ -210,7 +210,7 @@ def normalise(
 
     given = bad_ids.Given(tok_ids, seg_ids, pos_ids, task_ids, tok_name, seg_name)
     return _kernel.Call(
-        kernel_ids(tok_ids),
+        validate.to_kernel_ids(tok_ids, kdt).reshape(batch, seq),
         kernel_ids(pos_ids),
         kernel_ids(seg_ids),
         kernel_ids(task_ids),
