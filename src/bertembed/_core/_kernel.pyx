@@ -321,7 +321,7 @@ cdef class Call:
     Parameters
     ----------
     token_ids : numpy.ndarray
-        (B, S), C-contiguous, native, int32 or int64.
+        (B, S) (or (S,) with `flat`), C-contiguous, native, int32 or int64.
     position_ids, segment_ids, task_type_ids : numpy.ndarray or None
         Of the token ids' dtype, C-contiguous: position ids (1 or B, S),
         the others (B, S). None: the plan's rule, row 0.

@@ -1,6 +1,7 @@
 /* The numbers the kernel and its Python shim share, declared here only.
  *
- * _kernel.pyx exports each of them to Python (KIND_F32 ... KIND_I8,
+ * _kernel.pxd declares them to Cython as cpdef enums, so that Python reads
+ * them from the module under the same names (KIND_F32 ... KIND_I8,
  * RULE_ABSOLUTE ... RULE_NONE); the shim reads them from there (dtypes.py,
  * positions.py) and never writes a value itself.
  */
