@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "-- ruff check";  ruff check .
 echo "-- ruff format"; ruff format --check .
-echo "-- cython-lint"; cython-lint src/bertembed/_core/_kernel.pyx
+echo "-- cython-lint"; cython-lint src/bertembed/_core/_kernel.pyx src/bertembed/_core/_kernel.pxd
 echo "-- clang-format"; clang-format --dry-run --Werror src/bertembed/_core/csrc/*.h
 for platform in linux win32 darwin; do
     echo "-- mypy --platform $platform"

@@ -5,9 +5,10 @@ checks its ids and computes it. The numbers below are the C's (``csrc/be_kinds.h
 ``be_threads.h``), declared to Cython once, in ``_kernel.pxd``.
 """
 
+from typing import final
+
 import numpy as np
 import numpy.typing as npt
-from typing import final
 
 from .embed import Output
 from .positions import PositionRule
