@@ -285,9 +285,7 @@ def minilm(corpus: Path | None, unknown: str) -> None:
         tok = trim.load_tokenizer(model_dir)
         rows = []
         for min_count in (1, 2, 5):
-            choice = trim.select(tok, corpus=train_file, min_count=min_count)
-            rule = "error" if unknown == "error" else tok.unk_id
-            small = full.trimmed(choice.ids, unknown=rule)
+            small, _ = trim.trim_layer(full, tok, corpus=train_file, min_count=min_count, unknown=unknown)
             cover = trim.coverage(tok, small.kept_ids, held_file)
             rows.append((min_count, small, cover))
         encoder = transformers.AutoModel.from_pretrained(model_dir).eval()
