@@ -13,9 +13,10 @@ functions here find those ids, the way ``bertembed trim`` does:
 and any union of these, always with the tokenizer's special tokens.
 :func:`trim_layer` is the whole step ``bertembed trim`` and ``bertembed
 export --trim-*`` take: choose, check the choice against the layer's
-vocabulary, resolve the unknown rule, trim. :func:`coverage` says how much of other texts a kept set covers: the share of
-tokens, and the share of texts whose every token is kept (those are embedded
-exactly as by the full layer; the others meet the layer's unknown rule).
+vocabulary, resolve the unknown rule, trim. :func:`coverage` says how much
+of other texts a kept set covers: the share of tokens, and the share of
+texts whose every token is kept (those are embedded exactly as by the full
+layer; the others meet the layer's unknown rule).
 
 Corpus and script choices need the ``tokenizers`` package, script choices
 also ``regex`` (``pip install 'bertembed[trim]'``); both are imported only

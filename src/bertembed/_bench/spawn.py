@@ -47,6 +47,45 @@ def emit(result: Any) -> None:
     print(RESULT_MARK + json.dumps(result), flush=True)
 
 
+def run_function(
+    target: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    paths: Sequence[str] = (),
+    timeout: float = CHILD_TIMEOUT_S,
+    python: str = sys.executable,
+) -> Any:
+    """Call a function in a fresh Python and return what it returned (JSON).
+
+    The child is ``python -m bertembed._bench.child target args...``
+    (:mod:`bertembed._bench.child`): it calls the function ``target`` names,
+    ``module:function`` or ``path/to/file.py:function``, with ``args`` as one
+    list of strings, and emits its result.
+
+    Parameters
+    ----------
+    target : str
+        E.g. ``"bertembed._bench.worker:main"`` or ``f"{__file__}:child_main"``.
+    args : sequence of str
+    env : mapping, optional
+        Variables set in the child besides this process's environment.
+    paths : sequence of str
+        Directories put first on the child's ``PYTHONPATH`` (before this bertembed's).
+    timeout : float
+        Seconds.
+    python : str, default this interpreter
+        Another environment's interpreter (its ``PYTHONPATH`` given in
+        `env` must then lead to a ``bertembed`` it can import).
+
+    Raises
+    ------
+    RuntimeError
+        As :func:`run_program`.
+    """
+    return run_program([python, "-m", "bertembed._bench.child", target, *args], env=env, paths=paths, timeout=timeout)
+
+
 def run_child(
     code: str,
     args: Sequence[str] = (),
@@ -57,6 +96,26 @@ def run_child(
 ) -> Any:
     """Run ``python -c code args...`` and return the JSON its :func:`emit` printed.
 
+    Only for what cannot be a module's function: another tree's prelude
+    (:func:`run_in_tree`), and the scripts not yet moved to :func:`run_function`.
+
+    Raises
+    ------
+    RuntimeError
+        As :func:`run_program`.
+    """
+    return run_program([sys.executable, "-c", code, *args], env=env, paths=paths, timeout=timeout)
+
+
+def run_program(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    paths: Sequence[str] = (),
+    timeout: float = CHILD_TIMEOUT_S,
+) -> Any:
+    """Run ``argv`` (a Python program) with :func:`child_env` and return the JSON its :func:`emit` printed.
+
     Raises
     ------
     RuntimeError
@@ -65,7 +124,7 @@ def run_child(
     """
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", code, *args],
+            list(argv),
             capture_output=True,
             text=True,
             env=child_env(env, paths),
