@@ -53,8 +53,9 @@ def main() -> None:
     parser.add_argument("--make-xlmr", type=Path, metavar="DIR", help="write the synthetic XLM-R checkpoint")
     args = parser.parse_args()
 
+    from shared.checkpoint import write_checkpoint
+
     from bertembed._bench import spawn, timing
-    from bertembed._bench.checkpoint import write_checkpoint
 
     if args.make_xlmr:
         write_checkpoint(args.make_xlmr)

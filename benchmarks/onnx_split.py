@@ -33,8 +33,9 @@ from typing import Any
 
 from bertembed._bench.spawn import run_function
 
+HERE = Path(__file__).resolve().parent
 #: The tests' directory: the families' child gets it on PYTHONPATH (``helpers.onnx_exports``).
-TESTS = Path(__file__).resolve().parent.parent / "tests"
+TESTS = HERE.parent / "tests"
 
 
 def families(quick: bool = False) -> None:
@@ -72,9 +73,9 @@ def families_child(argv: list[str]) -> list[str]:
 def split_child(argv: list[str]) -> dict[str, Any]:
     """``WHOLE_ONNX OUT_DIR``: split in this fresh process; its peak resident memory and the split's facts."""
     import onnx  # noqa: F401  (imported before the baseline, as a service would have it)
+    from shared.memory import rss_peak
 
     import bertembed.onnx
-    from bertembed._bench.memory import rss_peak
 
     r, peak = rss_peak(lambda: bertembed.onnx.split_model(argv[0], argv[1]))
     if peak is None:
@@ -158,7 +159,7 @@ def compare_child(argv: list[str]) -> dict[str, float]:
 
 
 def _child(name: str, *args: str) -> Any:
-    return run_function(f"{__file__}:{name}", args)
+    return run_function(f"{__file__}:{name}", args, paths=[str(HERE)])  # HERE: shared.memory
 
 
 def real(model_dirs: list[str]) -> None:

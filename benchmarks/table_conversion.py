@@ -1,7 +1,7 @@
 """What converting a big token table costs: time and peak memory, vs ``np.copy``.
 
 Writes (once) the harness's synthetic checkpoint shaped like XLM-R's
-embeddings (``bertembed._bench.checkpoint``): a 250,002 x 768 float32 token
+embeddings (``shared.checkpoint``, beside this script): a 250,002 x 768 float32 token
 table (732 MiB), 514 positions, 1 token type, LayerNorm, in
 ``model.safetensors`` with an ``xlm-roberta`` config. Then, each in its own
 fresh process (started by the harness) and in rotation for ``--rounds``
@@ -58,14 +58,17 @@ SLACK = 64 * MIB
 TIME_BOUND = 2.0
 #: int8 conversion time / copy time, at most (for every row kernel).
 INT8_BOUND = 1.5
+HERE = Path(__file__).resolve().parent
 #: The tests' directory: the plain-NumPy conversion's children get it on PYTHONPATH (``helpers``).
-TESTS = Path(__file__).resolve().parent.parent / "tests"
+TESTS = HERE.parent / "tests"
 
 
 def child(argv: list[str]) -> dict[str, Any]:
     """One measurement (``MODE DIR``), in this fresh process (``MODE`` may name a row kernel: ``int8@avx2``)."""
+    from shared import memory
+
     from bertembed import BertEmbeddings
-    from bertembed._bench import memory, subject, timing
+    from bertembed._bench import subject, timing
     from bertembed._core import _kernel
 
     mode, directory = argv
@@ -133,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     if not sys.platform.startswith("linux"):
         print("needs Linux (/proc/self/status)", file=sys.stderr)
         return 1
+    from shared.checkpoint import write_checkpoint
+
     from bertembed import max_threads
     from bertembed._bench import cases, spawn
-    from bertembed._bench.checkpoint import write_checkpoint
 
     modes: tuple[str, ...] = MODES + (NUMPY_MODES if args.numpy else ())
     isas = [x.strip() for x in (args.isa or "").split(",") if x.strip()]
@@ -151,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         for r, mode in spawn.in_rounds(modes, rounds):  # rotated
             isa = mode.partition("@")[2]
             env = {"BERTEMBED_ISA": isa} if isa else None
-            paths = [str(TESTS)] if mode.startswith("numpy-") else []
+            paths = [str(HERE), *([str(TESTS)] if mode.startswith("numpy-") else [])]  # HERE: shared.memory
             got = spawn.run_function(f"{__file__}:child", [mode, str(directory)], env=env, paths=paths, timeout=1800)
             if "skipped" in got:
                 print(f"round {r + 1}: {mode:18s} skipped: {got['skipped']}", file=sys.stderr)

@@ -65,7 +65,7 @@ def _bertembed(*args: str) -> None:
 
 
 def make(root: Path) -> None:
-    from bertembed._bench.checkpoint import write_checkpoint
+    from shared.checkpoint import write_checkpoint
 
     full = write_checkpoint(root / "full", vocab=V, hidden=H, positions=P)
     rng = np.random.default_rng(0)

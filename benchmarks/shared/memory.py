@@ -5,6 +5,7 @@ with the peak resident set size (``VmHWM``) around the call in a fresh
 subprocess. The goal it checks is :data:`bertembed._bench.cases.PEAK_MEMORY_GOAL`.
 :func:`rss_peak` is that RSS measurement around any call, for the scripts
 of ``benchmarks/`` that measure the memory of other work (a conversion).
+Only ``benchmarks/`` uses it (``bertembed bench`` does not measure memory).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
-from .. import max_threads
-from .cases import PEAK_MEMORY_GOAL
-from .data import Case, make_inputs
-from .spawn import run_function
-from .subject import bertembed_call
+from bertembed import max_threads
+from bertembed._bench.cases import PEAK_MEMORY_GOAL
+from bertembed._bench.data import Case, make_inputs
+from bertembed._bench.spawn import run_function
+from bertembed._bench.subject import bertembed_call
 
 T = TypeVar("T")
 
@@ -98,7 +99,7 @@ def rss_probe(argv: list[str]) -> dict[str, int] | None:
 def _rss_extra(case: Case, seed: int, threads: int) -> dict[str, Any]:
     spec = json.dumps({"case": asdict(case), "seed": seed, "threads": threads})
     try:
-        got = run_function("bertembed._bench.memory:rss_probe", [spec], timeout=600)
+        got = run_function(f"{__file__}:rss_probe", [spec], timeout=600)
     except RuntimeError as exc:
         return {"rss_error": str(exc)}
     if got is None:
