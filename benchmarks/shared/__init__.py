@@ -5,9 +5,11 @@
   around any call in a fresh process (``table_conversion.py``,
   ``onnx_split.py``);
 - :mod:`.checkpoint`: the synthetic XLM-R-shaped checkpoint on disk
-  (``load_checks.py``, ``table_conversion.py``, ``trimming.py``).
+  (``load_checks.py``, ``table_conversion.py``, ``trimming.py``);
+- :mod:`.trees`: code run under another source tree's bertembed with this
+  harness's timing (``call_overhead.py``, ``load_checks.py``, ``isa_builds.py``).
 
-A script imports them as ``shared.memory`` and ``shared.checkpoint``: its own
+A script imports them as ``shared.memory``, ``shared.checkpoint`` and ``shared.trees``: its own
 folder, ``benchmarks/``, is first on ``sys.path`` when it runs, and the child
 processes it starts get that folder on ``PYTHONPATH``
 (``spawn.run_function(..., paths=[...])``). Both import the harness in the

@@ -557,21 +557,22 @@ def test_in_rounds_rotates_the_first():
 
 
 def test_run_in_tree_uses_that_tree_and_this_harness_timing(tmp_path):
+    trees = benchmarks_shared("trees")
     src = spawn.package_root()
     code = "emit({'timing': timing.__file__, 'median': timing.summarize([float(a) for a in sys.argv[1:]])['median_s']})"
-    got = spawn.run_in_tree("import sys\n" + code, src, ["1", "5", "3"])
+    got = trees.run_in_tree("import sys\n" + code, src, ["1", "5", "3"])
     assert got["median"] == 3.0
     assert got["timing"] == spawn.TIMING_FILE == str(Path(timing.__file__).resolve())
     assert got["bertembed_file"] == str(Path(bertembed.__file__).resolve())
     with pytest.raises(RuntimeError, match="not from the tree"):  # no bertembed there: refused, not another one
-        spawn.run_in_tree("emit({})", tmp_path)
+        trees.run_in_tree("emit({})", tmp_path)
 
 
 def test_script_code_calls_the_scripts_own_function(tmp_path):
     script = tmp_path / "probe.py"
     script.write_text("def twice(x):\n    return {'twice': 2 * int(x)}\n")
     body = "from bertembed._bench.spawn import emit\nemit(script.twice(sys.argv[1]))"
-    assert spawn.run_child(spawn.script_code(script, body), ["21"]) == {"twice": 42}
+    assert spawn.run_child(benchmarks_shared("trees").script_code(script, body), ["21"]) == {"twice": 42}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS via /proc")
@@ -583,7 +584,7 @@ def test_rss_peak_sees_an_allocation_in_a_fresh_process():
         "_, peak = script.rss_peak(lambda: np.ones(32 << 20, np.uint8).sum())\n"
         "emit({'extra': peak.extra_bytes, 'ok': peak.baseline_ok})"
     )
-    got = spawn.run_child(spawn.script_code(memory.__file__, body))
+    got = spawn.run_child(benchmarks_shared("trees").script_code(memory.__file__, body))
     # About the 32 MiB allocated: an allocator that reuses pages it already
     # held (mimalloc, free-threaded CPython) shows a few pages less.
     assert got["ok"] and 31 << 20 <= got["extra"] < 48 << 20

@@ -22,7 +22,7 @@ Layout (each module imports only modules listed below it)::
     machine     machine_info
     cases       DEFAULT_CASES, TABLE_CASES, GOALS (the performance goals)
     data        Case, Inputs, Context, Peer, Variant, make_inputs
-    spawn       start a fresh Python: a function (run_function) or another tree's bertembed (run_in_tree)
+    spawn       start a fresh Python: a module's function (run_function), a program (run_child, run_program)
     timing      time_interleaved, time_once, CallLog, Contender: the only clock   (bottom)
 
 What ships in the wheel and why: ``bertembed bench`` is a user's command
@@ -33,12 +33,11 @@ everything it runs ships: ``runner``, ``worker``, ``child``, ``report``,
 tables and JSON, and ``timing`` its clock. Three parts serve only the
 ``benchmarks/`` scripts and still ship, each for one reason:
 
-- ``spawn``'s ``run_in_tree``, ``script_code``, ``run_child``, ``in_rounds``,
-  ``run_command``, ``start_process``, ``stop_process``: the scripts under
-  ``benchmarks/service/`` import them from their own folder, where only the
-  installed or ``PYTHONPATH`` bertembed is importable (not
-  ``benchmarks/shared/``), and ``run_in_tree`` loads this very
-  :mod:`.timing` by its file into another tree's process;
+- ``spawn``'s ``run_child``, ``in_rounds``, ``run_command``,
+  ``start_process``, ``stop_process`` and ``TIMING_FILE``: the scripts under
+  ``benchmarks/service/`` run from their own folder, where only the installed
+  or ``PYTHONPATH`` bertembed is importable (not ``benchmarks/shared/``), and
+  the thread-policy scripts start their children with ``run_child``;
 - ``timing.CallLog``: the thread-choice scripts log calls with the clock that
   times them, which lives here;
 - ``subject.bert_base_layer`` and ``subject.layer_arrays``: the scripts build
@@ -47,8 +46,9 @@ tables and JSON, and ``timing`` its clock. Three parts serve only the
 
 What only the scripts use and ``bertembed bench`` never runs lives out of
 the wheel, in ``benchmarks/shared/``: the peak-memory measurement
-(``shared.memory``) and the synthetic checkpoint on disk
-(``shared.checkpoint``).
+(``shared.memory``), the synthetic checkpoint on disk
+(``shared.checkpoint``) and the runs under another source tree
+(``shared.trees``).
 
 Only NumPy is needed to import any of them (:mod:`.timing`, only the standard
 library): torch, onnx, onnxruntime, ml_dtypes and matplotlib are imported
