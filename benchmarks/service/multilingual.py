@@ -86,23 +86,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import standin  # beside this script: on sys.path when it runs, on its children's PYTHONPATH
+
+from bertembed._bench import timing
+from bertembed._bench.spawn import in_rounds, run_command, run_function, start_process, stop_process
+from bertembed.serve.server.memory import shared_encoder
+
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import standin  # noqa: E402
-
-from bertembed._bench import timing  # noqa: E402
-from bertembed._bench.spawn import (  # noqa: E402
-    emit,
-    in_rounds,
-    run_child,
-    run_command,
-    script_code,
-    start_process,
-    stop_process,
-)
-from bertembed.serve.server.memory import shared_encoder  # noqa: E402
 
 LANGUAGES = ("en", "de", "fr", "es")
 #: One text in this many (by the CRC-32 of its UTF-8 bytes) is held out of the trimming corpus.
@@ -447,30 +437,28 @@ class _Options:
     spinning = False
 
 
-def child_main(argv: list[str]) -> None:
-    """Child side: ``KIND ARGS...`` -> one emitted result."""
+def child_main(argv: list[str]) -> dict[str, Any]:
+    """Child side (:func:`bertembed._bench.spawn.run_function`): ``KIND ARGS...`` -> one result."""
     kind, *args = argv
     if kind == "st":
-        emit(child_st(args[0], args[1], int(args[2]), args[3], int(args[4])))
-    elif kind == "pipeline":
-        emit(child_pipeline(*args))
-    elif kind == "serve":
-        emit(child_serve(args[0], args[1], int(args[2]), int(args[3]), args[4], args[5], int(args[6])))
-    elif kind == "tokenizer":
-        emit(child_tokenizer(args[0]))
-    elif kind == "encoder":
-        emit(child_encoder(args[0]))
-    else:
-        raise SystemExit(f"unknown child {kind!r}")
+        return child_st(args[0], args[1], int(args[2]), args[3], int(args[4]))
+    if kind == "pipeline":
+        return child_pipeline(*args)
+    if kind == "serve":
+        return child_serve(args[0], args[1], int(args[2]), int(args[3]), args[4], args[5], int(args[6]))
+    if kind == "tokenizer":
+        return child_tokenizer(args[0])
+    if kind == "encoder":
+        return child_encoder(args[0])
+    raise SystemExit(f"unknown child {kind!r}")
 
 
 # --- parent side ------------------------------------------------------------------------------
 
 
 def _run(*args: str | int | Path) -> Any:
-    code = script_code(__file__, "script.child_main(sys.argv[1:])")
     env = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-    return run_child(code, [str(a) for a in args], env=env, paths=[str(HERE)])
+    return run_function(f"{__file__}:child_main", [str(a) for a in args], env=env, paths=[str(HERE)])
 
 
 def _export(model: Path, out: Path, *options: str | Path) -> None:
