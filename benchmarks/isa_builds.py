@@ -47,6 +47,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one round of 3 samples: a smoke test")
     args = parser.parse_args()
 
+    from shared.trees import run_in_tree
+
     from bertembed._bench import spawn
 
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": spawn.package_root()}
@@ -57,7 +59,7 @@ def main() -> None:
     took: dict[str, set[str]] = {p: set() for p in pairs}
     for _, pair in spawn.in_rounds(pairs, rounds):
         tree, isa = pair.split("@")
-        got = spawn.run_in_tree(
+        got = run_in_tree(
             _CHILD,
             trees[tree],
             [str(args.batch), str(args.seq), str(repeats)],

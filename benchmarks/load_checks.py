@@ -53,8 +53,10 @@ def main() -> None:
     parser.add_argument("--make-xlmr", type=Path, metavar="DIR", help="write the synthetic XLM-R checkpoint")
     args = parser.parse_args()
 
+    from shared.checkpoint import write_checkpoint
+    from shared.trees import run_in_tree
+
     from bertembed._bench import spawn, timing
-    from bertembed._bench.checkpoint import write_checkpoint
 
     if args.make_xlmr:
         write_checkpoint(args.make_xlmr)
@@ -70,7 +72,7 @@ def main() -> None:
         per: dict[str, list[float]] = {name: [] for name in trees}
         medians: dict[str, list[float]] = {name: [] for name in trees}
         for _, name in spawn.in_rounds(list(trees), processes):  # take turns
-            result = spawn.run_in_tree(_CHILD, trees[name], [model, str(calls)])
+            result = run_in_tree(_CHILD, trees[name], [model, str(calls)])
             per[name].extend(result["times"])
             medians[name].append(statistics.median(result["times"]))
         print(f"\n{model}  ({processes} processes x {calls} loads per contender)")

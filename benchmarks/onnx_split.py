@@ -29,29 +29,30 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
+from bertembed._bench.spawn import run_function
 
-_SPLIT_CHILD = """
-import sys
-import onnx, bertembed.onnx
-from bertembed._bench.memory import rss_peak
-from bertembed._bench.spawn import emit
-r, peak = rss_peak(lambda: bertembed.onnx.split_model(sys.argv[1], sys.argv[2]))
-if peak is None:
-    raise SystemExit("no VmRSS/VmHWM in /proc/self/status (Linux only)")
-emit({"before_bytes": peak.peak_before, "peak_bytes": peak.peak, "rule": r.position_rule, "model_type": r.model_type,
-      "layer_norm": r.layer_norm, "layer_check": r.max_difference})
-"""
+HERE = Path(__file__).resolve().parent
+#: The tests' directory: the families' child gets it on PYTHONPATH (``helpers.onnx_exports``).
+TESTS = HERE.parent / "tests"
 
 
 def families(quick: bool = False) -> None:
-    sys.path.insert(0, str(TESTS))
+    """Split the small models of every family (in a child whose PYTHONPATH has the tests' helpers)."""
+    print(f"{'family':12s} {'exporter':10s} {'LayerNorm form':24s} {'positions':9s} {'max rel. diff':>13s}")
+    for line in run_function(f"{__file__}:families_child", ["quick"] if quick else [], paths=[str(TESTS)]):
+        print(line)
+
+
+def families_child(argv: list[str]) -> list[str]:
+    """Child of :func:`families` (``[quick]``): one line per family and exporter."""
     from helpers import onnx_exports
 
     from bertembed.onnx import split_model
 
-    print(f"{'family':12s} {'exporter':10s} {'LayerNorm form':24s} {'positions':9s} {'max rel. diff':>13s}")
+    quick = argv == ["quick"]
+    lines = []
     with tempfile.TemporaryDirectory() as tmp:
         for family in ("bert",) if quick else onnx_exports.FAMILIES:
             for exporter in ("classic17",) if quick else onnx_exports.EXPORTERS:
@@ -60,72 +61,105 @@ def families(quick: bool = False) -> None:
                 try:
                     result = split_model(path, where / "split")
                 except ValueError as exc:
-                    print(f"{family:12s} {exporter:10s} refused: {exc}")
+                    lines.append(f"{family:12s} {exporter:10s} refused: {exc}")
                     continue
                 diff = onnx_exports.compare(path, where / "split", config)
-                print(
-                    f"{family:12s} {exporter:10s} {result.layer_norm:24s} {result.position_rule:9s} {diff:13.2e}",
-                    flush=True,
+                lines.append(
+                    f"{family:12s} {exporter:10s} {result.layer_norm:24s} {result.position_rule:9s} {diff:13.2e}"
                 )
+    return lines
 
 
-_EXPORT_CHILD = """
-import inspect, sys, warnings
-from bertembed._bench.spawn import emit
-import torch, transformers
-model = transformers.AutoModel.from_pretrained(sys.argv[1]).eval()
-params = inspect.signature(model.forward).parameters
-names = ["input_ids", "attention_mask"]
-if "token_type_ids" in params and getattr(model.config, "type_vocab_size", 0):
-    names.append("token_type_ids")
-class Whole(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.model = model
-    def forward(self, *args):
-        return self.model(**dict(zip(names, args))).last_hidden_state
-example = tuple(torch.full((2, 7), 7) if n == "input_ids" else torch.ones(2, 7, dtype=torch.long) for n in names)
-axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    torch.onnx.export(Whole(), example, sys.argv[2], input_names=names, output_names=["last_hidden_state"],
-                      dynamic_axes=axes, opset_version=17, dynamo=False)
-emit({})
-"""
+def split_child(argv: list[str]) -> dict[str, Any]:
+    """``WHOLE_ONNX OUT_DIR``: split in this fresh process; its peak resident memory and the split's facts."""
+    import onnx  # noqa: F401  (imported before the baseline, as a service would have it)
+    from shared.memory import rss_peak
 
-_COMPARE_CHILD = """
-import sys
-import numpy as np
-import onnxruntime as ort
-from bertembed import BertEmbeddings
-from bertembed._bench.spawn import emit
-whole_path, split_dir, pad, vocab = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-whole = ort.InferenceSession(whole_path, providers=["CPUExecutionProvider"])
-encoder = ort.InferenceSession(split_dir + "/encoder.onnx", providers=["CPUExecutionProvider"])
-layer = BertEmbeddings.from_pretrained(split_dir)
-rng = np.random.default_rng(0)
-ids = rng.integers(3, vocab, size=(4, 64))
-ids[ids == pad] = pad + 1
-lengths = np.array([64, 40, 9, 1])
-right = np.arange(64)[None, :] < lengths[:, None]
-worst_abs = worst_rel = 0.0
-for mask in (right, right[:, ::-1]):
-    batch = np.where(mask, ids, pad)
-    feed = {"input_ids": batch, "attention_mask": mask.astype(np.int64), "token_type_ids": np.zeros_like(batch)}
-    want = whole.run(None, {i.name: feed[i.name] for i in whole.get_inputs()})[0]
-    feed["inputs_embeds"] = layer(batch)
-    got = encoder.run(None, {i.name: feed[i.name] for i in encoder.get_inputs()})[0]
-    diff = float(np.abs(got - want).max())
-    worst_abs = max(worst_abs, diff)
-    worst_rel = max(worst_rel, diff / max(1.0, float(np.abs(want).max())))
-emit({"abs": worst_abs, "rel": worst_rel})
-"""
+    import bertembed.onnx
+
+    r, peak = rss_peak(lambda: bertembed.onnx.split_model(argv[0], argv[1]))
+    if peak is None:
+        raise SystemExit("no VmRSS/VmHWM in /proc/self/status (Linux only)")
+    return {
+        "before_bytes": peak.peak_before,
+        "peak_bytes": peak.peak,
+        "rule": r.position_rule,
+        "model_type": r.model_type,
+        "layer_norm": r.layer_norm,
+        "layer_check": r.max_difference,
+    }
 
 
-def _child(code: str, *args: str) -> dict:
-    from bertembed._bench.spawn import run_child
+def export_child(argv: list[str]) -> dict[str, Any]:
+    """``MODEL_DIR OUT_ONNX``: the whole model exported with torch (classic exporter, opset 17)."""
+    import inspect
+    import warnings
 
-    return run_child(code, args)
+    import torch
+    import transformers
+
+    model = transformers.AutoModel.from_pretrained(argv[0]).eval()
+    params = inspect.signature(model.forward).parameters
+    names = ["input_ids", "attention_mask"]
+    if "token_type_ids" in params and getattr(model.config, "type_vocab_size", 0):
+        names.append("token_type_ids")
+
+    class Whole(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args: Any) -> Any:
+            return self.model(**dict(zip(names, args, strict=True))).last_hidden_state
+
+    example = tuple(torch.full((2, 7), 7) if n == "input_ids" else torch.ones(2, 7, dtype=torch.long) for n in names)
+    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Whole(),
+            example,
+            argv[1],
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
+    return {}
+
+
+def compare_child(argv: list[str]) -> dict[str, float]:
+    """``WHOLE_ONNX SPLIT_DIR PAD VOCAB``: the split (layer + encoder) against the whole model, padded both ways."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from bertembed import BertEmbeddings
+
+    whole_path, split_dir, pad, vocab = argv[0], argv[1], int(argv[2]), int(argv[3])
+    whole = ort.InferenceSession(whole_path, providers=["CPUExecutionProvider"])
+    encoder = ort.InferenceSession(split_dir + "/encoder.onnx", providers=["CPUExecutionProvider"])
+    layer = BertEmbeddings.from_pretrained(split_dir)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(3, vocab, size=(4, 64))
+    ids[ids == pad] = pad + 1
+    lengths = np.array([64, 40, 9, 1])
+    right = np.arange(64)[None, :] < lengths[:, None]
+    worst_abs = worst_rel = 0.0
+    for mask in (right, right[:, ::-1]):
+        batch = np.where(mask, ids, pad)
+        feed = {"input_ids": batch, "attention_mask": mask.astype(np.int64), "token_type_ids": np.zeros_like(batch)}
+        want = whole.run(None, {i.name: feed[i.name] for i in whole.get_inputs()})[0]
+        feed["inputs_embeds"] = layer(batch)
+        got = encoder.run(None, {i.name: feed[i.name] for i in encoder.get_inputs()})[0]
+        diff = float(np.abs(got - want).max())
+        worst_abs = max(worst_abs, diff)
+        worst_rel = max(worst_rel, diff / max(1.0, float(np.abs(want).max())))
+    return {"abs": worst_abs, "rel": worst_rel}
+
+
+def _child(name: str, *args: str) -> Any:
+    return run_function(f"{__file__}:{name}", args, paths=[str(HERE)])  # HERE: shared.memory
 
 
 def real(model_dirs: list[str]) -> None:
@@ -139,10 +173,10 @@ def real(model_dirs: list[str]) -> None:
         name = config.get("_name_or_path") or model_dir.name
         with tempfile.TemporaryDirectory() as tmp:
             whole = Path(tmp) / "model.onnx"
-            _child(_EXPORT_CHILD, str(model_dir), str(whole))
-            split = _child(_SPLIT_CHILD, str(whole), str(Path(tmp) / "split"))
+            _child("export_child", str(model_dir), str(whole))
+            split = _child("split_child", str(whole), str(Path(tmp) / "split"))
             pad = int(config.get("pad_token_id") or 0)
-            diff = _child(_COMPARE_CHILD, str(whole), str(Path(tmp) / "split"), str(pad), str(config["vocab_size"]))
+            diff = _child("compare_child", str(whole), str(Path(tmp) / "split"), str(pad), str(config["vocab_size"]))
             size = sum(p.stat().st_size for p in Path(tmp).glob("model.onnx*")) / 1e6
             print(
                 f"{Path(name).name:22s} {size:8.0f} {split['before_bytes'] / 2**20:13.0f} "

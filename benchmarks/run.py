@@ -21,8 +21,9 @@ import argparse
 import sys
 from typing import Any
 
+from shared import memory as bench_memory
+
 from bertembed._bench import cases as bench_cases
-from bertembed._bench import memory as bench_memory
 from bertembed._bench import peers, report, runner, schema
 from bertembed._cli.bench import select_cases
 from bertembed._cli.common import CLIError

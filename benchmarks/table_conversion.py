@@ -1,7 +1,7 @@
 """What converting a big token table costs: time and peak memory, vs ``np.copy``.
 
 Writes (once) the harness's synthetic checkpoint shaped like XLM-R's
-embeddings (``bertembed._bench.checkpoint``): a 250,002 x 768 float32 token
+embeddings (``shared.checkpoint``, beside this script): a 250,002 x 768 float32 token
 table (732 MiB), 514 positions, 1 token type, LayerNorm, in
 ``model.safetensors`` with an ``xlm-roberta`` config. Then, each in its own
 fresh process (started by the harness) and in rotation for ``--rounds``
@@ -58,18 +58,20 @@ SLACK = 64 * MIB
 TIME_BOUND = 2.0
 #: int8 conversion time / copy time, at most (for every row kernel).
 INT8_BOUND = 1.5
-TESTS = Path(__file__).resolve().parent.parent / "tests"
+HERE = Path(__file__).resolve().parent
+#: The tests' directory: the plain-NumPy conversion's children get it on PYTHONPATH (``helpers``).
+TESTS = HERE.parent / "tests"
 
-#: A child process: this file loaded, one conversion measured, the result emitted.
-_CHILD = "from bertembed._bench.spawn import emit\nemit(script.child(sys.argv[1], sys.argv[2]))"
 
+def child(argv: list[str]) -> dict[str, Any]:
+    """One measurement (``MODE DIR``), in this fresh process (``MODE`` may name a row kernel: ``int8@avx2``)."""
+    from shared import memory
 
-def child(mode: str, directory: str) -> dict[str, Any]:
-    """One measurement, in this (fresh) process (``mode`` may name a row kernel: ``int8@avx2``)."""
     from bertembed import BertEmbeddings
-    from bertembed._bench import memory, subject, timing
+    from bertembed._bench import subject, timing
     from bertembed._core import _kernel
 
+    mode, directory = argv
     mode, _, isa = mode.partition("@")
     running = str(_kernel.build_info()["isa"])
     if isa and running != isa:
@@ -84,8 +86,7 @@ def child(mode: str, directory: str) -> dict[str, Any]:
     float(tok.sum(dtype=np.float64))  # every page of the table resident, through this mapping
     kw = {"ln_weight": mapped.ln_weight, "ln_bias": mapped.ln_bias, "ln_eps": mapped.ln_eps}
     if mode.startswith("numpy-"):
-        sys.path.insert(0, str(TESTS))
-        from helpers.table_conversion import convert
+        from helpers.table_conversion import convert  # the child's PYTHONPATH has tests/
 
         def run() -> Any:
             return convert(tok, "float32", mode.removeprefix("numpy-"))
@@ -135,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     if not sys.platform.startswith("linux"):
         print("needs Linux (/proc/self/status)", file=sys.stderr)
         return 1
+    from shared.checkpoint import write_checkpoint
+
     from bertembed import max_threads
     from bertembed._bench import cases, spawn
-    from bertembed._bench.checkpoint import write_checkpoint
 
     modes: tuple[str, ...] = MODES + (NUMPY_MODES if args.numpy else ())
     isas = [x.strip() for x in (args.isa or "").split(",") if x.strip()]
@@ -145,7 +147,6 @@ def main(argv: list[str] | None = None) -> int:
         modes = ("copy", *(f"{m}@{isa}" for isa in isas for m in modes if m != "copy" and "numpy" not in m))
     rounds, vocab = (1, cases.BERT_BASE_VOCAB) if args.quick else (args.rounds, cases.BIG_VOCAB)
     vocab = args.vocab or vocab
-    code = spawn.script_code(__file__, _CHILD)
     load_before = f"{os.getloadavg()[0]:.1f}"
     with tempfile.TemporaryDirectory() as tmp:
         directory = write_checkpoint(args.dir or Path(tmp) / "xlmr-embeddings", vocab=vocab)
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         for r, mode in spawn.in_rounds(modes, rounds):  # rotated
             isa = mode.partition("@")[2]
             env = {"BERTEMBED_ISA": isa} if isa else None
-            got = spawn.run_child(code, [mode, str(directory)], env=env, timeout=1800)
+            paths = [str(HERE), *([str(TESTS)] if mode.startswith("numpy-") else [])]  # HERE: shared.memory
+            got = spawn.run_function(f"{__file__}:child", [mode, str(directory)], env=env, paths=paths, timeout=1800)
             if "skipped" in got:
                 print(f"round {r + 1}: {mode:18s} skipped: {got['skipped']}", file=sys.stderr)
                 continue

@@ -3,7 +3,7 @@
 Four steps (each a subcommand; ``all`` runs the first three in order):
 
 ``make DIR``
-    A synthetic bge-m3-shaped checkpoint in ``DIR/full``: XLM-R family, a
+    The harness's synthetic checkpoint (``write_checkpoint``), bge-m3-shaped, in ``DIR/full``: XLM-R family, a
     250,002 x 1024 float32 token table (about 1 GB), 8194 positions, one token
     type, LayerNorm; then ``bertembed trim`` keeps 60,000 ids (random, plus the
     special tokens) into ``DIR/trimmed-int8`` (``--table-dtype int8``) and
@@ -45,12 +45,12 @@ import os
 import statistics
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from bertembed._bench.spawn import run_command
+from bertembed._bench.spawn import run_command, run_function
 
 V, H, P = 250_002, 1024, 8194
 KEEP = 60_000
@@ -65,37 +65,10 @@ def _bertembed(*args: str) -> None:
 
 
 def make(root: Path) -> None:
-    from bertembed._checkpoints.safetensors_writer import write_safetensors
+    from shared.checkpoint import write_checkpoint
 
-    full = root / "full"
-    full.mkdir(parents=True, exist_ok=True)
+    full = write_checkpoint(root / "full", vocab=V, hidden=H, positions=P)
     rng = np.random.default_rng(0)
-    tok = np.empty((V, H), np.float32)
-    for start in range(0, V, 16384):  # in pieces: one ~1 GB table, no float64 temporary
-        stop = min(V, start + 16384)
-        tok[start:stop] = rng.standard_normal((stop - start, H), dtype=np.float32) * 0.02
-    prefix = "embeddings."
-    tensors = [
-        (prefix + "word_embeddings.weight", "F32", tok),
-        (prefix + "position_embeddings.weight", "F32", rng.standard_normal((P, H), dtype=np.float32) * 0.02),
-        (prefix + "token_type_embeddings.weight", "F32", rng.standard_normal((1, H), dtype=np.float32) * 0.02),
-        (prefix + "LayerNorm.weight", "F32", np.ones(H, np.float32)),
-        (prefix + "LayerNorm.bias", "F32", np.zeros(H, np.float32)),
-    ]
-    write_safetensors(full / "model.safetensors", tensors, {"format": "pt"})
-    del tok, tensors
-    config = {
-        "model_type": "xlm-roberta",
-        "vocab_size": V,
-        "hidden_size": H,
-        "max_position_embeddings": P,
-        "type_vocab_size": 1,
-        "pad_token_id": 1,
-        "bos_token_id": 0,
-        "eos_token_id": 2,
-        "layer_norm_eps": 1e-5,
-    }
-    (full / "config.json").write_text(json.dumps(config, indent=2))
     keep = np.sort(rng.choice(np.arange(4, V), KEEP - 4, replace=False))  # + 0..3: <s>, <pad>, </s>, <unk>
     np.save(root / "keep.npy", np.concatenate([[0, 1, 2, 3], keep]))
     keep_file = str(root / "keep.npy")
@@ -109,22 +82,22 @@ def make(root: Path) -> None:
         print(f"{name:<14} {size / MIB:15.1f} MiB {base / size:18.1f}x")
 
 
-MEMORY_CHILD = textwrap.dedent(
-    """
-    import json, os, sys
-    import numpy as np
+def _rollup() -> dict[str, int]:
+    """This process's private memory, PSS and RSS in bytes (``/proc/self/smaps_rollup``)."""
+    got = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "kB":
+                got[parts[0].rstrip(":")] = int(parts[1]) * 1024
+    return {"private": got["Private_Clean"] + got["Private_Dirty"], "pss": got["Pss"], "rss": got["Rss"]}
+
+
+def memory_child(argv: list[str]) -> dict[str, Any]:
+    """Child of :func:`memory` (``LAYER_DIR KEEP_NPY WORKERS``): the memory of forked workers calling one layer."""
     import bertembed
 
-    def rollup():
-        got = {}
-        with open("/proc/self/smaps_rollup") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 3 and parts[2] == "kB":
-                    got[parts[0].rstrip(":")] = int(parts[1]) * 1024
-        return {"private": got["Private_Clean"] + got["Private_Dirty"], "pss": got["Pss"], "rss": got["Rss"]}
-
-    path, keep_path, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path, keep_path, workers = argv[0], argv[1], int(argv[2])
     layer = bertembed.BertEmbeddings.from_pretrained(path)
     keep = np.load(keep_path)
     rng = np.random.default_rng(0)
@@ -133,21 +106,21 @@ MEMORY_CHILD = textwrap.dedent(
     for batch in every:
         out = layer(batch)
     del out
-    parent = rollup()
+    parent = _rollup()
     fds = []
-    for w in range(workers):
+    for _ in range(workers):
         r, wfd = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(r)
             out = layer(more[0])  # the worker's own start: its thread pool and first result buffer
             del out
-            start = rollup()
+            start = _rollup()
             for batch in every:
                 out = layer(batch)
             for batch in more:
                 out = layer(batch)
-            end = rollup()
+            end = _rollup()
             report = {"start": start, "end": end, "result": out.nbytes}
             os.write(wfd, json.dumps(report).encode())
             os._exit(0)
@@ -160,14 +133,10 @@ MEMORY_CHILD = textwrap.dedent(
             data += chunk
         os.waitpid(pid, 0)
         reports.append(json.loads(data))
-    print("BERTEMBED-BENCH-RESULT " + json.dumps({"parent": parent, "workers": reports, "nbytes": layer.nbytes}))
-    """
-)
+    return {"parent": parent, "workers": reports, "nbytes": layer.nbytes}
 
 
 def memory(root: Path, workers: int = 4) -> None:
-    from bertembed._bench.spawn import run_child
-
     print(
         f"{workers} forked workers per layer, MiB per worker: private memory and PSS after the calls, and their "
         "growth since the worker's first call ('beyond result': private growth minus the last result)"
@@ -176,7 +145,7 @@ def memory(root: Path, workers: int = 4) -> None:
         f"{'layer':<14} {'tables':>8} {'private':>8} {'growth':>8} {'beyond result':>14} {'PSS':>8} {'PSS growth':>11}"
     )
     for name in LAYERS:
-        got = run_child(MEMORY_CHILD, [str(root / name), str(root / "keep.npy"), str(workers)])
+        got = run_function(f"{__file__}:memory_child", [str(root / name), str(root / "keep.npy"), str(workers)])
         ws = got["workers"]
         priv = max(w["end"]["private"] for w in ws)
         growth = max(w["end"]["private"] - w["start"]["private"] for w in ws)
@@ -189,16 +158,13 @@ def memory(root: Path, workers: int = 4) -> None:
         )
 
 
-TIME_CHILD = textwrap.dedent(
-    """
-    import sys
-    import numpy as np
+def time_child(argv: list[str]) -> list[float]:
+    """Child of :func:`timing` (``LAYER_DIR KEEP_NPY B S REPEATS``): one layer's samples, in seconds."""
     import bertembed
-    from bertembed._bench.spawn import emit
     from bertembed._bench.timing import time_interleaved
 
-    path, keep_path = sys.argv[1], sys.argv[2]
-    batch, seq, repeats = (int(x) for x in sys.argv[3:6])
+    path, keep_path = argv[0], argv[1]
+    batch, seq, repeats = (int(x) for x in argv[2:5])
     layer = bertembed.BertEmbeddings.from_pretrained(path)
     keep = np.load(keep_path)
     rng = np.random.default_rng(1)
@@ -208,25 +174,23 @@ TIME_CHILD = textwrap.dedent(
     for b in np.resize(rng.permutation(keep), (-(-keep.size // 1024), 8, 128)):
         layer(b)
     state = [0]
-    def call():
+
+    def call() -> None:
         state[0] = (state[0] + 1) % len(sets)
         layer(sets[state[0]])
-    stats = time_interleaved({"call": call}, repeats)
-    emit(stats["call"]["samples_s"])
-    """
-)
+
+    samples: list[float] = time_interleaved({"call": call}, repeats)["call"]["samples_s"]
+    return samples
 
 
 def timing(root: Path, rounds: int = 3, repeats: int = 15) -> None:
-    from bertembed._bench.spawn import run_child
-
     samples: dict[tuple[str, tuple[int, int]], list[float]] = {}
     for r in range(rounds):
         order = LAYERS[r % len(LAYERS) :] + LAYERS[: r % len(LAYERS)]
         for name in order:
             for shape in SHAPES:
-                got = run_child(TIME_CHILD, [str(root / name), str(root / "keep.npy"), *map(str, shape), str(repeats)])
-                samples.setdefault((name, shape), []).extend(got)
+                argv = [str(root / name), str(root / "keep.npy"), *map(str, shape), str(repeats)]
+                samples.setdefault((name, shape), []).extend(run_function(f"{__file__}:time_child", argv))
     print(f"median ms per call ({rounds} rounds x {repeats} samples, each layer in its own process; automatic threads)")
     print(f"{'layer':<14} " + " ".join(f"{f'B={b} S={s}':>12} {'vs untrimmed':>13}" for b, s in SHAPES))
     for name in LAYERS:
@@ -285,9 +249,7 @@ def minilm(corpus: Path | None, unknown: str) -> None:
         tok = trim.load_tokenizer(model_dir)
         rows = []
         for min_count in (1, 2, 5):
-            choice = trim.select(tok, corpus=train_file, min_count=min_count)
-            rule = "error" if unknown == "error" else tok.unk_id
-            small = full.trimmed(choice.ids, unknown=rule)
+            small, _ = trim.trim_layer(full, tok, corpus=train_file, min_count=min_count, unknown=unknown)
             cover = trim.coverage(tok, small.kept_ids, held_file)
             rows.append((min_count, small, cover))
         encoder = transformers.AutoModel.from_pretrained(model_dir).eval()

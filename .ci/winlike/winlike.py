@@ -21,8 +21,8 @@ cp1252, a Windows console's legacy code page: ``.ci/winlike.sh`` starts pytest
 with ``PYTHONIOENCODING=cp1252``, which the processes the tests start inherit
 (pytest's own capture is UTF-8 whatever the console is).
 
-The same rules apply in every Python process the tests start (this folder is
-on ``PYTHONPATH``; ``sitecustomize.py`` applies them when
+The same rules apply in every Python process the tests start (this folder and
+``tests/``, for ``helpers.windows``, are on ``PYTHONPATH``; ``sitecustomize.py`` applies them when
 ``BERTEMBED_WINLIKE=1``). As a pytest plugin (``-p winlike``) it also prints
 what it took away. ``sys.platform`` stays ``linux``: code that asks the
 platform by name is not exercised.
@@ -159,10 +159,8 @@ def apply() -> None:
     _no_fork_start_methods()
     pids = os.environ.get("BERTEMBED_WINLIKE_PIDS", "")
     os.environ["BERTEMBED_WINLIKE_PIDS"] = f"{os.getpid()} {pids}".strip()
-    sys.path.insert(0, str(_HERE.parents[1] / "tests"))
-    from helpers.windows import install_mapped_file_rule
+    from helpers.windows import install_mapped_file_rule  # tests/ is on PYTHONPATH (.ci/winlike.sh)
 
-    sys.path.pop(0)
     install_mapped_file_rule()
 
 

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from bertembed._bench import timing
-from bertembed._bench.spawn import emit, in_rounds, run_child, run_command, script_code
+from bertembed._bench.spawn import in_rounds, run_command, run_function
 
 FORTUNES = Path("/usr/share/games/fortunes")
 DTYPES = ("float32", "int8")
@@ -161,23 +161,22 @@ def child_speed(artifact: str, texts_path: str) -> dict[str, Any]:
     }
 
 
-def child_main(argv: list[str]) -> None:
+def child_main(argv: list[str]) -> dict[str, Any]:
+    """Child side (:func:`bertembed._bench.spawn.run_function`): ``KIND ARGS...`` -> one result."""
     kind, *args = argv
     if kind == "vectors":
-        emit(child_vectors(*args))
-    elif kind == "speed":
-        emit(child_speed(*args))
-    else:
-        raise SystemExit(f"unknown child {kind!r}")
+        return child_vectors(*args)
+    if kind == "speed":
+        return child_speed(*args)
+    raise SystemExit(f"unknown child {kind!r}")
 
 
 # --- parent side ------------------------------------------------------------------------------
 
 
 def _run(*args: str | Path) -> Any:
-    code = script_code(__file__, "script.child_main(sys.argv[1:])")
     env = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return run_child(code, [str(a) for a in args], env=env)
+    return run_function(f"{__file__}:child_main", [str(a) for a in args], env=env)
 
 
 def _bytes(path: Path) -> int:

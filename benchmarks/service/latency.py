@@ -88,6 +88,12 @@ OTHER_PYTHON = {"st-onnx": "st_onnx_python", "fastembed": "fastembed_python", "i
 #: Environment variable that gives a child the harness's timing module by its file (peers' interpreters
 #: load it from there: they need not import bertembed).
 TIMING_ENV = "BERTEMBED_TIMING_FILE"
+#: What a child in another environment prints before its JSON result (the harness's mark, given by the parent).
+MARK_ENV = "BERTEMBED_RESULT_MARK"
+#: ``latency.py --child ARGS``: :func:`child_main` in another environment's interpreter.
+CHILD_FLAG = "--child"
+#: ``latency.py --export-onnx DIR``: :func:`export_onnx` in the ``--st-onnx-python`` interpreter.
+EXPORT_FLAG = "--export-onnx"
 #: The HTTP service's extra settings, per contender.
 HTTP_SETTINGS = {
     "http": {},
@@ -205,8 +211,7 @@ def _pipeline(service_dir: str, threads: int, spinning: str) -> Callable[[], Cal
 def _serve(service_dir: str, threads: int, settings: dict[str, str], log: str) -> tuple[Any, str]:
     import socket
 
-    sys.path.insert(0, str(HERE))
-    from compare import wait_ready
+    from compare import wait_ready  # beside this script (on the child's PYTHONPATH)
 
     from bertembed._bench.spawn import start_process, stop_process
 
@@ -409,37 +414,30 @@ def prepare_onnx(python: str, model: str, work: Path) -> str:
         import shutil
 
         shutil.copytree(model, target, dirs_exist_ok=True)
-        code = (
-            "import sys\n"
-            "from sentence_transformers import SentenceTransformer\n"
-            "m = SentenceTransformer(sys.argv[1], device='cpu', backend='onnx')\n"
-            "m.save_pretrained(sys.argv[1])\n"
-        )
-        run_command([python, "-c", code, str(target)], env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""})
+        argv = [python, str(HERE / "latency.py"), EXPORT_FLAG, str(target)]
+        run_command(argv, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""})
     return str(target)
+
+
+def export_onnx(model_dir: str) -> None:
+    """``latency.py --export-onnx DIR`` (in the ``--st-onnx-python`` environment): sentence-transformers'
+    ONNX export of the model in DIR, saved into DIR."""
+    from sentence_transformers import SentenceTransformer
+
+    SentenceTransformer(model_dir, device="cpu", backend="onnx").save_pretrained(model_dir)
 
 
 def run_contender(name: str, python: str | None, argv: list[str]) -> dict[str, Any]:
     """One contender in a fresh process: this interpreter (with this bertembed first on its path), or
-    another environment's, which gets the harness's timing by its file and nothing of this environment."""
+    another environment's, which runs this file (``--child``), gets the harness's timing by its file
+    and nothing of this environment."""
     from bertembed._bench import spawn
 
-    code = spawn.script_code(
-        HERE / "latency.py", "from bertembed._bench.spawn import emit\nemit(script.child_main(sys.argv[1:]))"
-    )
     env = {"OMP_NUM_THREADS": argv[3], "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     if python is None:
-        return dict(spawn.run_child(code, argv, env=env))
-    inner = spawn.script_code(
-        HERE / "latency.py",
-        f"import json\nprint({spawn.RESULT_MARK!r} + json.dumps(script.child_main(sys.argv[1:])), flush=True)",
-    )
-    env[TIMING_ENV] = spawn.TIMING_FILE
-    code = (
-        f"import os, sys; os.environ['PYTHONPATH'] = ''; "
-        f"os.execv({python!r}, [{python!r}, '-c', {inner!r}, *sys.argv[1:]])"
-    )
-    return dict(spawn.run_child(code, argv, env=env))
+        return dict(spawn.run_function(f"{HERE / 'latency.py'}:child_main", argv, env=env, paths=[str(HERE)]))
+    env.update({TIMING_ENV: spawn.TIMING_FILE, MARK_ENV: spawn.RESULT_MARK, "PYTHONPATH": ""})
+    return dict(spawn.run_program([python, str(HERE / "latency.py"), CHILD_FLAG, *argv], env=env))
 
 
 def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -616,4 +614,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == [CHILD_FLAG]:  # a contender in another environment (run_contender)
+        print(os.environ[MARK_ENV] + json.dumps(child_main(sys.argv[2:])), flush=True)
+    elif sys.argv[1:2] == [EXPORT_FLAG]:  # prepare_onnx, in the --st-onnx-python environment
+        export_onnx(sys.argv[2])
+    else:
+        sys.exit(main())

@@ -26,7 +26,10 @@ Steps:
    held-out fifth excepted; ``--unknown error``, so the tokenizer is reduced to the pieces the
    kept rows can use: :mod:`bertembed.serve.artifact.reduced`); and ``trim-int8-plain``, the same
    with ``--tokenizer full``, served with ``SERVICE_SHARED_ENCODER=0`` (each worker its own copy
-   of the encoder's weights): the server without its memory steps, for comparison. Artifact bytes
+   of the encoder's weights): the server without its memory steps, for comparison; and, only when
+   asked for, ``trim-int8-enc8``: ``trim-int8`` with ``--encoder-dtype int8`` (and, for the
+   accuracy step only, ``int8-enc8``: ``int8`` with it, which ``trim-int8-enc8`` must equal bit
+   for bit on covered texts). Artifact bytes
    against the model directory's. Every service writes its shared encoder into the work
    directory's cache.
 2. Whether the reduced tokenizer gives every corpus text the full tokenizer's ids when the
@@ -83,28 +86,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import standin  # beside this script: on sys.path when it runs, on its children's PYTHONPATH
+
+from bertembed._bench import timing
+from bertembed._bench.spawn import in_rounds, run_command, run_function, start_process, stop_process
+from bertembed.serve.server.memory import shared_encoder
+
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import standin  # noqa: E402
-
-from bertembed._bench import timing  # noqa: E402
-from bertembed._bench.spawn import (  # noqa: E402
-    emit,
-    in_rounds,
-    run_child,
-    run_command,
-    script_code,
-    start_process,
-    stop_process,
-)
-from bertembed.serve.server.memory import shared_encoder  # noqa: E402
 
 LANGUAGES = ("en", "de", "fr", "es")
 #: One text in this many (by the CRC-32 of its UTF-8 bytes) is held out of the trimming corpus.
 HOLD_OUT = 5
-CONTENDERS = ("st", "f32", "int8", "trim-int8-plain", "trim-int8")
+CONTENDERS = ("st", "f32", "int8", "trim-int8-plain", "trim-int8", "trim-int8-enc8")
+#: Built only when asked for: the int8 encoder trades the float32 encoder's exactness for speed.
+OPTIONAL = ("trim-int8-enc8",)
+#: What each optional contender is compared with bit for bit (built for the accuracy step only).
+UNTRIMMED = {"trim-int8-enc8": "int8-enc8"}
 QUICK_CONTENDERS = ("st", "trim-int8")
 #: The server's settings per contender (the others: its defaults).
 SERVE_ENV = {"trim-int8-plain": {"SERVICE_SHARED_ENCODER": "0"}}
@@ -440,30 +437,28 @@ class _Options:
     spinning = False
 
 
-def child_main(argv: list[str]) -> None:
-    """Child side: ``KIND ARGS...`` -> one emitted result."""
+def child_main(argv: list[str]) -> dict[str, Any]:
+    """Child side (:func:`bertembed._bench.spawn.run_function`): ``KIND ARGS...`` -> one result."""
     kind, *args = argv
     if kind == "st":
-        emit(child_st(args[0], args[1], int(args[2]), args[3], int(args[4])))
-    elif kind == "pipeline":
-        emit(child_pipeline(*args))
-    elif kind == "serve":
-        emit(child_serve(args[0], args[1], int(args[2]), int(args[3]), args[4], args[5], int(args[6])))
-    elif kind == "tokenizer":
-        emit(child_tokenizer(args[0]))
-    elif kind == "encoder":
-        emit(child_encoder(args[0]))
-    else:
-        raise SystemExit(f"unknown child {kind!r}")
+        return child_st(args[0], args[1], int(args[2]), args[3], int(args[4]))
+    if kind == "pipeline":
+        return child_pipeline(*args)
+    if kind == "serve":
+        return child_serve(args[0], args[1], int(args[2]), int(args[3]), args[4], args[5], int(args[6]))
+    if kind == "tokenizer":
+        return child_tokenizer(args[0])
+    if kind == "encoder":
+        return child_encoder(args[0])
+    raise SystemExit(f"unknown child {kind!r}")
 
 
 # --- parent side ------------------------------------------------------------------------------
 
 
 def _run(*args: str | int | Path) -> Any:
-    code = script_code(__file__, "script.child_main(sys.argv[1:])")
     env = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-    return run_child(code, [str(a) for a in args], env=env, paths=[str(HERE)])
+    return run_function(f"{__file__}:child_main", [str(a) for a in args], env=env, paths=[str(HERE)])
 
 
 def _export(model: Path, out: Path, *options: str | Path) -> None:
@@ -527,6 +522,9 @@ def accuracy(artifacts: dict[str, Path], model: Path, texts_path: Path, work: Pa
         for name in artifacts:
             if name == "trim-int8":
                 result[f"{name}_bit_equal_int8"] = bool(np.array_equal(vectors[name], vectors["int8"]))
+    for name, untrimmed in UNTRIMMED.items():
+        if name in vectors and untrimmed in vectors:
+            result[f"{name}_bit_equal_{untrimmed}"] = bool(np.array_equal(vectors[name], vectors[untrimmed]))
     if "trim-int8-plain" in vectors:
         result["trim-int8-plain_bit_equal_trim-int8"] = bool(
             np.array_equal(vectors["trim-int8-plain"], vectors["trim-int8"])
@@ -694,12 +692,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         files = write_corpus(corpus, work, trim_share)
         # All four, whatever the contenders: the accuracy step compares them.
-        artifacts = {name: work / name for name in ("f32", "int8", "trim-int8-plain", "trim-int8")}
+        optional = [c for c in OPTIONAL if c in contenders]
+        built = ("f32", "int8", "trim-int8-plain", "trim-int8", *optional, *[UNTRIMMED[c] for c in optional])
+        artifacts = {name: work / name for name in built}
         _export(model, artifacts["f32"])
         _export(model, artifacts["int8"], "--table-dtype", "int8")
         trim = ("--table-dtype", "int8", "--trim-corpus", *files, "--unknown", "error")
         _export(model, artifacts["trim-int8-plain"], *trim, "--tokenizer", "full")
         _export(model, artifacts["trim-int8"], *trim)
+        if "trim-int8-enc8" in artifacts:
+            _export(model, artifacts["trim-int8-enc8"], *trim, "--encoder-dtype", "int8")
+            _export(model, artifacts["int8-enc8"], "--table-dtype", "int8", "--encoder-dtype", "int8")
         cache = work / "encoder-cache"
         shared = shared_encoder(artifacts["trim-int8"] / "encoder.onnx", cache)
         sizes = {"model": standin.directory_bytes(model)}

@@ -9,8 +9,10 @@ case and the field. Three directives use it:
 
 ``.. bench-figure::``
     Time per call and each peer's ratio against batch size (float32 +
-    LayerNorm, S=128), one row of panels per scenario in the file, drawn with
-    matplotlib into the build directory (never into the sources). The
+    LayerNorm, S=128), one row of panels per scenario in the file, drawn by
+    the harness's one plotter (:func:`bertembed._bench.plot.draw`, the one
+    ``bertembed bench --plot`` uses) into the build directory (never into
+    the sources). The
     caption states the scenario, the repeats and the machine, from the file.
 ``.. bench-table::``
     One row per case: each contender's median time per call and its ratio to
@@ -42,7 +44,7 @@ from sphinx.application import Sphinx
 from sphinx.errors import SphinxError
 from sphinx.util.docutils import SphinxDirective
 
-from bertembed._bench import schema
+from bertembed._bench import plot, schema
 from bertembed._bench.report import COLUMNS, fmt_time
 from bertembed._bench.schema import SUBJECT, BenchDataError, BenchRun, CaseResult, label, load
 
@@ -99,68 +101,13 @@ def _contenders(cases: list[CaseResult]) -> list[str]:
 
 
 def draw(run: BenchRun, path: Path) -> None:
-    """Draw the batch sweep of every scenario in `run` into `path` (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullLocator
-
-    scenarios = [s for s in run.scenarios if len({c.batch for c in run.sweep(s)}) > 1]
-    if not scenarios:
+    """Draw the batch sweep of every scenario in `run` into `path` (PNG), with the harness's plotter."""
+    if not any(len({c.batch for c in run.sweep(s)}) > 1 for s in run.scenarios):
         raise BenchDataError(
             f"{run.path}: no float32 + LayerNorm cases at S=128 over several batch sizes to draw "
             "(run `bertembed bench` with its default cases)"
         )
-    fig, axes = plt.subplots(len(scenarios), 2, figsize=(11.0, 4.3 * len(scenarios)), squeeze=False)
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    names = _contenders([c for s in scenarios for c in run.sweep(s)])
-    peers = [n for n in names if not n.startswith(SUBJECT)]
-    colors = {n: palette[i % len(palette)] for i, n in enumerate(peers)}
-    for (time_ax, ratio_ax), scenario in zip(axes, scenarios, strict=True):
-        cases = run.sweep(scenario)
-        batches = [c.batch for c in cases]
-        for name in _contenders(cases):
-            points = [(c.batch, c.times[name]) for c in cases if name in c.times]
-            style: dict[str, Any] = {"marker": "o", "label": label(name)}
-            if name == SUBJECT:
-                style.update(linewidth=2.5, zorder=3, color="black")
-            elif name.startswith(SUBJECT):
-                style.update(linestyle="--", color="black")
-            else:
-                style.update(color=colors[name])
-            time_ax.plot([b for b, _ in points], [1e3 * t for _, t in points], **style)
-            if not name.startswith(SUBJECT):
-                ratios = [(c.batch, c.ratio(name)) for c in cases if name in c.times]
-                ratio_ax.plot(
-                    [b for b, _ in ratios], [r for _, r in ratios], marker="o", label=label(name), color=colors[name]
-                )
-        ratio_ax.axhline(1.0, color="black", linewidth=1)
-        heading = SCENARIOS[scenario].split(" (")[0]
-        time_ax.set_title(f"{heading}: time per call", fontsize="medium")
-        time_ax.set_ylabel("median ms per call (lower is better)")
-        time_ax.set_yscale("log")
-        ratio_ax.set_title(f"{heading}: peer time / bertembed time", fontsize="medium")
-        ratio_ax.set_ylabel("ratio (above 1: bertembed is faster)")
-        ratio_ax.set_yscale("log", base=2)
-        ratio_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ratio_ax.yaxis.set_minor_locator(NullLocator())
-        for ax in (time_ax, ratio_ax):
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(batches, [str(b) for b in batches])
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xlabel("batch size B (S = 128, H = 768, float32 + LayerNorm)")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize="small")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".partial-{os.getpid()}.png")
-    try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        tmp.unlink(missing_ok=True)
+    plot.draw(run, path)
 
 
 def _prepare(app: Sphinx) -> None:

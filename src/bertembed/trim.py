@@ -11,9 +11,12 @@ functions here find those ids, the way ``bertembed trim`` does:
   is covered by construction (see :doc:`/trimming` for the exact rule);
 
 and any union of these, always with the tokenizer's special tokens.
-:func:`coverage` says how much of other texts a kept set covers: the share of
-tokens, and the share of texts whose every token is kept (those are embedded
-exactly as by the full layer; the others meet the layer's unknown rule).
+:func:`trim_layer` is the whole step ``bertembed trim`` and ``bertembed
+export --trim-*`` take: choose, check the choice against the layer's
+vocabulary, resolve the unknown rule, trim. :func:`coverage` says how much
+of other texts a kept set covers: the share of tokens, and the share of
+texts whose every token is kept (those are embedded exactly as by the full
+layer; the others meet the layer's unknown rule).
 
 Corpus and script choices need the ``tokenizers`` package, script choices
 also ``regex`` (``pip install 'bertembed[trim]'``); both are imported only
@@ -38,7 +41,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,7 +50,19 @@ from ._vocab import scripts as _scripts
 from ._vocab.corpus import Coverage, Progress
 from ._vocab.tokenizer import ModelTokenizer, load
 
-__all__ = ["Coverage", "ModelTokenizer", "Selection", "coverage", "load_tokenizer", "read_ids", "select"]
+if TYPE_CHECKING:
+    from ._layer import BertEmbeddings
+
+__all__ = [
+    "Coverage",
+    "ModelTokenizer",
+    "Selection",
+    "coverage",
+    "load_tokenizer",
+    "read_ids",
+    "select",
+    "trim_layer",
+]
 
 Files = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -267,3 +282,88 @@ def coverage(tokenizer: Any, keep_ids: Any, texts: Files, *, progress: Progress 
     if kept.size and int(kept.min()) < 0:
         raise ValueError(f"keep_ids holds a negative id: {int(kept.min())}")
     return _corpus.coverage(load(tokenizer), kept, texts, progress)
+
+
+def trim_layer(
+    layer: BertEmbeddings,
+    tokenizer: Any = None,
+    *,
+    corpus: Files = (),
+    min_count: int = 1,
+    ids: Any = None,
+    scripts: Sequence[str] | str = (),
+    unknown: str | int = "error",
+    progress: Progress | None = None,
+) -> tuple[BertEmbeddings, Selection]:
+    """`layer` keeping the rows :func:`select` chooses: the step ``bertembed trim`` and the export take.
+
+    Parameters
+    ----------
+    layer : BertEmbeddings
+        The layer to trim (untrimmed or trimmed).
+    tokenizer, corpus, min_count, scripts, progress
+        As for :func:`select`.
+    ids : path or array_like of int, optional
+        Ids kept as they are: an array, or a file :func:`read_ids` reads
+        (its name then starts the messages about them). Each must be an id
+        of `layer`'s vocabulary.
+    unknown : {"error", "unk"} or int, default "error"
+        What a trimmed-away id gets (:meth:`bertembed.BertEmbeddings.trimmed`):
+        an error, the row of the tokenizer's unknown token (``"unk"``), or
+        the row of the given id.
+
+    Returns
+    -------
+    tuple of (BertEmbeddings, Selection)
+        The trimmed layer and the choice it keeps.
+
+    Raises
+    ------
+    ValueError
+        A listed id outside the vocabulary, a tokenizer that gives ids beyond
+        it (not the model's own), ``unknown="unk"`` without a tokenizer or
+        with one that has no unknown token; and what :func:`select` raises.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bertembed import BertEmbeddings, trim
+    >>> layer = BertEmbeddings(np.eye(6, dtype=np.float32), None, None)
+    >>> small, choice = trim.trim_layer(layer, ids=[5, 2], unknown=2)
+    >>> small.kept_ids.tolist(), small.unknown
+    ([2, 5], 2)
+    """
+    name = "ids"
+    if isinstance(ids, (str, os.PathLike)):
+        name, ids = os.fspath(ids), read_ids(ids)
+    if ids is not None:
+        listed = np.asarray(ids).reshape(-1)
+        if listed.size and listed.dtype.kind in "iu":
+            bad = (listed < 0) | (listed >= layer.vocab_size)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(
+                    f"{name}: token id {int(listed[i])} (entry {i}) is out of range for the model's vocabulary "
+                    f"of {layer.vocab_size} ids"
+                )
+    tok = None if tokenizer is None else load(tokenizer)
+    choice = select(tok, corpus=corpus, min_count=min_count, ids=ids, scripts=scripts, progress=progress)
+    beyond = choice.ids[choice.ids >= layer.vocab_size]
+    if beyond.size:
+        assert tok is not None  # listed ids were checked above
+        raise ValueError(
+            f"{tok.path}: the tokenizer gives id {int(beyond[0])}, beyond the model's vocabulary of "
+            f"{layer.vocab_size} ids: is it the model's own tokenizer?"
+        )
+    return layer.trimmed(choice.ids, unknown=_unknown_rule(unknown, tok)), choice
+
+
+def _unknown_rule(unknown: str | int, tok: ModelTokenizer | None) -> str | int:
+    """`unknown` as :meth:`bertembed.BertEmbeddings.trimmed` takes it: ``"unk"`` made the tokenizer's id."""
+    if unknown != "unk":
+        return unknown
+    if tok is None:
+        raise ValueError("unknown 'unk' takes the unknown token of the model's tokenizer: give the tokenizer")
+    if tok.unk_id is None:
+        raise ValueError(f"{tok.path} has no unknown token; give its id instead of 'unk'")
+    return int(tok.unk_id)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import bertembed
-from bertembed._bench import cases, data, memory, report, runner, schema, spawn, subject, timing
+from bertembed._bench import cases, data, report, runner, schema, spawn, subject, timing
 from bertembed._bench.cases import Goal
 from bertembed._bench.data import Case, Peer
 
@@ -38,6 +38,13 @@ def needs(module, extra):
     from helpers.extras import needs
 
     return needs(module, extra)
+
+
+def benchmarks_shared(name):
+    """``helpers.paths.benchmarks_shared`` (``benchmarks/shared/<name>.py``), imported when called, as ``needs``."""
+    from helpers.paths import benchmarks_shared
+
+    return benchmarks_shared(name)
 
 
 def _run(todo, peers, scenario="shared-process", threads=1, **kw):
@@ -471,6 +478,7 @@ def test_time_interleaved_prepares_each_sample():
 
 
 def test_peak_memory_is_about_the_result():
+    memory = benchmarks_shared("memory")
     case = Case("mem", "float64", False, 4, 16, V=100, P=16, H=256)
     report_ = memory.peak_memory(case, threads=1, rss=False)
     assert report_["result_bytes"] == 4 * 16 * 256 * 8
@@ -482,6 +490,7 @@ def test_peak_memory_is_about_the_result():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS via /proc")
 def test_peak_memory_rss_subprocess():
+    memory = benchmarks_shared("memory")
     case = Case("mem", "float32", True, 2, 8, V=100, P=16, H=64)
     report_ = memory.peak_memory(case, threads=1)
     assert "rss_ratio" in report_, report_.get("rss_error")
@@ -548,40 +557,41 @@ def test_in_rounds_rotates_the_first():
 
 
 def test_run_in_tree_uses_that_tree_and_this_harness_timing(tmp_path):
+    trees = benchmarks_shared("trees")
     src = spawn.package_root()
     code = "emit({'timing': timing.__file__, 'median': timing.summarize([float(a) for a in sys.argv[1:]])['median_s']})"
-    got = spawn.run_in_tree("import sys\n" + code, src, ["1", "5", "3"])
+    got = trees.run_in_tree("import sys\n" + code, src, ["1", "5", "3"])
     assert got["median"] == 3.0
     assert got["timing"] == spawn.TIMING_FILE == str(Path(timing.__file__).resolve())
     assert got["bertembed_file"] == str(Path(bertembed.__file__).resolve())
     with pytest.raises(RuntimeError, match="not from the tree"):  # no bertembed there: refused, not another one
-        spawn.run_in_tree("emit({})", tmp_path)
+        trees.run_in_tree("emit({})", tmp_path)
 
 
 def test_script_code_calls_the_scripts_own_function(tmp_path):
     script = tmp_path / "probe.py"
     script.write_text("def twice(x):\n    return {'twice': 2 * int(x)}\n")
     body = "from bertembed._bench.spawn import emit\nemit(script.twice(sys.argv[1]))"
-    assert spawn.run_child(spawn.script_code(script, body), ["21"]) == {"twice": 42}
+    assert spawn.run_child(benchmarks_shared("trees").script_code(script, body), ["21"]) == {"twice": 42}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS via /proc")
 def test_rss_peak_sees_an_allocation_in_a_fresh_process():
-    code = (
+    memory = benchmarks_shared("memory")
+    body = (
         "import numpy as np\n"
-        "from bertembed._bench.memory import rss_peak\n"
         "from bertembed._bench.spawn import emit\n"
-        "_, peak = rss_peak(lambda: np.ones(32 << 20, np.uint8).sum())\n"
+        "_, peak = script.rss_peak(lambda: np.ones(32 << 20, np.uint8).sum())\n"
         "emit({'extra': peak.extra_bytes, 'ok': peak.baseline_ok})"
     )
-    got = spawn.run_child(code)
+    got = spawn.run_child(benchmarks_shared("trees").script_code(memory.__file__, body))
     # About the 32 MiB allocated: an allocator that reuses pages it already
     # held (mimalloc, free-threaded CPython) shows a few pages less.
     assert got["ok"] and 31 << 20 <= got["extra"] < 48 << 20
 
 
 def test_the_synthetic_checkpoint_loads_as_the_harness_made_it(tmp_path):
-    from bertembed._bench.checkpoint import write_checkpoint
+    write_checkpoint = benchmarks_shared("checkpoint").write_checkpoint
 
     directory = write_checkpoint(tmp_path / "ckpt", vocab=300, hidden=16)
     layer = bertembed.BertEmbeddings.from_pretrained(directory)
@@ -597,7 +607,9 @@ def test_the_synthetic_checkpoint_loads_as_the_harness_made_it(tmp_path):
     assert (directory / "model.safetensors").stat().st_mtime_ns == stamp
 
 
-@pytest.mark.parametrize("name", ["data", "cases", "timing", "peers", "report", "runner", "schema", "spawn", "subject"])
+@pytest.mark.parametrize(
+    "name", ["data", "cases", "timing", "peers", "report", "runner", "schema", "spawn", "subject", "plot", "child"]
+)
 def test_docstring_examples(name):
     module = importlib.import_module(f"bertembed._bench.{name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)

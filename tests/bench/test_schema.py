@@ -208,10 +208,10 @@ def test_the_readers_read_through_the_schema(tmp_path):
         with pytest.raises(BenchDataError, match=re.escape("'timings.numpy.median_s' must be a positive number")):
             read([bad])
     needs("matplotlib", "plot")
-    from bertembed._cli.plot import plot_results
+    from bertembed._bench.plot import draw
 
     with pytest.raises(BenchDataError, match=re.escape("'timings.numpy.median_s'")):
-        plot_results([bad], tmp_path / "p.png")
+        draw([bad], tmp_path / "p.png")
 
 
 def test_report_shows_what_the_schema_reads():

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers.extras import needs
+from helpers.paths import benchmarks_shared
 
 import bertembed
 from bertembed._bench import schema
@@ -137,7 +138,7 @@ def test_isa_builds_runs_each_cap_in_its_own_processes():
 
 
 def test_load_checks_quick(tmp_path):
-    from bertembed._bench.checkpoint import write_checkpoint
+    write_checkpoint = benchmarks_shared("checkpoint").write_checkpoint
 
     model = write_checkpoint(tmp_path / "tiny", vocab=200, hidden=16)
     src = Path(bertembed.__file__).resolve().parent.parent

@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 
 #: The repository root (the tests live in ``ROOT / "tests" / <concern>``).
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
+#: What the benchmark scripts share (``benchmarks/shared/``, not in the wheel).
+BENCHMARKS_SHARED = ROOT / "benchmarks" / "shared"
+
+
+def benchmarks_shared(name: str) -> ModuleType:
+    """``benchmarks/shared/<name>.py``, imported from its file as ``benchmarks_shared_<name>``.
+
+    The test that asks is skipped when ``benchmarks/`` is not beside the
+    tests (an installed wheel's test run).
+    """
+    path = BENCHMARKS_SHARED / f"{name}.py"
+    if not path.is_file():
+        import pytest
+
+        pytest.skip(f"{path} is not in this checkout")
+    module_name = f"benchmarks_shared_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def env_with_helpers(env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -141,3 +141,14 @@ def test_words_that_give_no_token_make_the_piece_grow(tokenizer: Named) -> None:
     text = "\x00 " * 20_000 + "real words at last " * 300
     piece, _ = bounded_text(tokenizer.tok, text, 30)
     assert _truncated(tokenizer, piece, 30, "right") == _truncated(tokenizer, text, 30, "right")
+
+
+@pytest.mark.parametrize("direction", ["right", "left"])
+@pytest.mark.parametrize("run", [2, 15, 20, 33])
+@pytest.mark.parametrize("room", [1, 2, 7])
+def test_runs_of_whitespace_are_never_split(tokenizer: Named, direction: str, run: int, room: int) -> None:
+    """A byte-level BPE tokenizer keeps a run of spaces as one word whose tokens depend on its length
+    (20 spaces: 16 + 4; their first 15: 8 + 7): a piece ends before a whole run, never inside one."""
+    for text in (" " * run * 8, ("ab" + " " * run) * 40, ("ab" + " " * run + "\n" + " " * run) * 40):
+        piece, _ = bounded_text(tokenizer.tok, text, room, direction)
+        assert _truncated(tokenizer, piece, room, direction) == _truncated(tokenizer, text, room, direction)

@@ -285,6 +285,6 @@ GOALS: list[Goal] = [
     ),
 ]
 
-#: Goal for :func:`bertembed._bench.memory.peak_memory`: peak extra bytes of a
+#: Goal for ``benchmarks/shared/memory.py``'s ``peak_memory``: peak extra bytes of a
 #: call / result bytes.
 PEAK_MEMORY_GOAL = 1.1

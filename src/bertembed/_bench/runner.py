@@ -41,13 +41,14 @@ from .machine import machine_info
 from .measure import Skip, build_variant, check_isa, peer_ref
 from .peers import resolve_peers
 from .schema import SCHEMA_VERSION, parse
-from .spawn import run_child
+from .spawn import run_function
 from .subject import automatic_threads
 from .timing import Contender, summarize, time_interleaved
 
 Progress = Callable[[int, int, str], None]
 
-_WORKER_CODE = "import sys; from bertembed._bench.worker import main; main(sys.argv[1:])"
+#: The function each process of the isolated scenario runs (:func:`bertembed._bench.worker.main`).
+WORKER = "bertembed._bench.worker:main"
 
 
 def plan(case: Case, peers: Sequence[Peer], threads: int) -> list[tuple[Variant, Peer | None]]:
@@ -147,7 +148,7 @@ def _measure_isolated(
             if case.isa is not None:
                 env[knobs.ISA.name] = case.isa
             try:
-                result = run_child(_WORKER_CODE, [json.dumps(spec)], env=env, paths=paths)
+                result = run_function(WORKER, [json.dumps(spec)], env=env, paths=paths)
             except RuntimeError as exc:
                 result = {"status": "error", "reason": str(exc)}
             runs[label].append(result)

@@ -2,9 +2,10 @@
 
 The one reader (and writer) of what :func:`bertembed._bench.runner.run`
 returns and ``bertembed bench --json`` writes. :mod:`~bertembed._bench.report`
-(the tables), :mod:`bertembed._cli.plot` (``bertembed bench --plot``) and the
-documentation's extension (``docs/_ext/bench_figure.py``, which imports this
-module from the installed bertembed) read results only through
+(the tables), :mod:`~bertembed._bench.plot` (``bertembed bench --plot`` and
+the documentation's figure) and the documentation's extension
+(``docs/_ext/bench_figure.py``, which imports this module from the installed
+bertembed) read results only through
 :func:`parse` or :func:`load`, which check every record and return a
 :class:`BenchRun` of :class:`CaseResult`; :func:`dumps` writes them.
 

@@ -3,10 +3,11 @@
 The parent side of every subprocess the harness and the ``benchmarks/``
 scripts start (one per contender and case in the isolated scenario, one for
 the RSS measurement, one per contender and round in the scripts that
-compare conversions, loads or builds): :func:`run_child` gives the child
-this copy of the package first on ``PYTHONPATH``, so it never picks up
-another installed bertembed; :func:`run_in_tree` gives it another tree's
-bertembed and this harness's timing. The child reports with :func:`emit`;
+compare conversions, loads or builds): :func:`run_function` calls a
+module's function in a child that has this copy of the package first on
+``PYTHONPATH``, so it never picks up another installed bertembed
+(``benchmarks/shared/trees.py`` runs another tree's bertembed with this
+harness's timing, :data:`TIMING_FILE`). The child reports with :func:`emit`;
 :func:`in_rounds` is the order in which such contenders take turns.
 """
 
@@ -47,6 +48,45 @@ def emit(result: Any) -> None:
     print(RESULT_MARK + json.dumps(result), flush=True)
 
 
+def run_function(
+    target: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    paths: Sequence[str] = (),
+    timeout: float = CHILD_TIMEOUT_S,
+    python: str = sys.executable,
+) -> Any:
+    """Call a function in a fresh Python and return what it returned (JSON).
+
+    The child is ``python -m bertembed._bench.child target args...``
+    (:mod:`bertembed._bench.child`): it calls the function ``target`` names,
+    ``module:function`` or ``path/to/file.py:function``, with ``args`` as one
+    list of strings, and emits its result.
+
+    Parameters
+    ----------
+    target : str
+        E.g. ``"bertembed._bench.worker:main"`` or ``f"{__file__}:child_main"``.
+    args : sequence of str
+    env : mapping, optional
+        Variables set in the child besides this process's environment.
+    paths : sequence of str
+        Directories put first on the child's ``PYTHONPATH`` (before this bertembed's).
+    timeout : float
+        Seconds.
+    python : str, default this interpreter
+        Another environment's interpreter (its ``PYTHONPATH`` given in
+        `env` must then lead to a ``bertembed`` it can import).
+
+    Raises
+    ------
+    RuntimeError
+        As :func:`run_program`.
+    """
+    return run_program([python, "-m", "bertembed._bench.child", target, *args], env=env, paths=paths, timeout=timeout)
+
+
 def run_child(
     code: str,
     args: Sequence[str] = (),
@@ -57,6 +97,26 @@ def run_child(
 ) -> Any:
     """Run ``python -c code args...`` and return the JSON its :func:`emit` printed.
 
+    Only for what cannot be a module's function: another tree's prelude
+    (``benchmarks/shared/trees.py``), and the scripts not yet moved to :func:`run_function`.
+
+    Raises
+    ------
+    RuntimeError
+        As :func:`run_program`.
+    """
+    return run_program([sys.executable, "-c", code, *args], env=env, paths=paths, timeout=timeout)
+
+
+def run_program(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    paths: Sequence[str] = (),
+    timeout: float = CHILD_TIMEOUT_S,
+) -> Any:
+    """Run ``argv`` (a Python program) with :func:`child_env` and return the JSON its :func:`emit` printed.
+
     Raises
     ------
     RuntimeError
@@ -65,7 +125,7 @@ def run_child(
     """
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", code, *args],
+            list(argv),
             capture_output=True,
             text=True,
             env=child_env(env, paths),
@@ -81,82 +141,9 @@ def run_child(
     raise RuntimeError(f"the child process exited with status {proc.returncode}: {tail[0]}")
 
 
-#: The harness's timing module (standard library only), loaded from this file
-#: by the children of :func:`run_in_tree`.
+#: The harness's timing module (standard library only), loaded from this file by children
+#: whose bertembed is another tree's or none (``benchmarks/shared/trees.py``, ``benchmarks/service/latency.py``).
 TIMING_FILE = str(Path(timing.__file__).resolve())
-
-_TREE_PRELUDE = """\
-import importlib.util as _util, json as _json, os as _os, sys as _sys
-_spec = _util.spec_from_file_location("bertembed_harness_timing", {timing_file!r})
-timing = _util.module_from_spec(_spec)
-_sys.modules[_spec.name] = timing
-_spec.loader.exec_module(timing)
-import bertembed
-_file = _os.path.realpath(bertembed.__file__)
-if not _file.startswith({tree!r} + _os.sep):
-    raise SystemExit("bertembed was imported from " + _file + ", not from the tree {tree}")
-def emit(result):
-    print({mark!r} + _json.dumps({{**result, "bertembed_file": _file}}), flush=True)
-"""
-
-
-def run_in_tree(
-    code: str,
-    tree: str | os.PathLike[str],
-    args: Sequence[str] = (),
-    *,
-    env: Mapping[str, str] | None = None,
-    timeout: float = CHILD_TIMEOUT_S,
-) -> Any:
-    """Run ``code`` in a fresh Python whose ``bertembed`` is the one in directory ``tree``.
-
-    For comparing two builds or revisions, each in its own processes. The
-    code runs after a prelude that imports ``bertembed`` from ``tree``
-    (refusing to run if it came from elsewhere) and binds ``timing`` to
-    *this* harness's :mod:`~bertembed._bench.timing`, loaded from its file
-    (so every tree is timed by the same code, whatever its own harness is),
-    and ``emit(result)``, which reports a dict with ``bertembed_file`` added.
-
-    Parameters
-    ----------
-    code : str
-        Python source; ``sys.argv[1:]`` are ``args``.
-    tree : path
-        A directory that holds a ``bertembed`` package (``src/`` of a
-        checkout, with its compiled kernel).
-
-    Returns
-    -------
-    dict
-        What the child emitted.
-
-    Raises
-    ------
-    RuntimeError
-        As :func:`run_child`.
-    """
-    root = os.path.realpath(tree)
-    prelude = _TREE_PRELUDE.format(timing_file=TIMING_FILE, tree=root, mark=RESULT_MARK)
-    return run_child(prelude + code, args, env=env, paths=[root], timeout=timeout)
-
-
-def script_code(path: str | os.PathLike[str], body: str) -> str:
-    """Child code that imports ``sys``, loads the Python file ``path`` as the module
-    ``script``, then runs ``body``.
-
-    For a ``benchmarks/`` script whose child processes call its own
-    functions (with :func:`run_child`, ``body`` imports :func:`emit` itself;
-    :func:`run_in_tree`'s prelude provides it).
-    """
-    return (
-        "import importlib.util as _util\n"
-        "import sys\n"
-        f"_spec = _util.spec_from_file_location('bertembed_bench_script', {os.fspath(path)!r})\n"
-        "script = _util.module_from_spec(_spec)\n"
-        "sys.modules[_spec.name] = script\n"
-        "_spec.loader.exec_module(script)\n"
-        f"{body}\n"
-    )
 
 
 def in_rounds(names: Sequence[str], rounds: int) -> list[tuple[int, str]]:

@@ -11,7 +11,41 @@ from .. import BertEmbeddings
 from .._core import _kernel, dtypes
 from .._core import tables as _tables
 from .._layer import stored_tables
-from .data import LN_EPS, Case, Inputs
+from .data import LN_EPS, Case, Inputs, make_inputs
+
+
+def bert_base_layer(
+    batch: int = 8, seq: int = 128, *, layer_norm: bool = True, seed: int = 0
+) -> tuple[BertEmbeddings, np.ndarray]:
+    """The harness's one BERT-base-shaped layer (V=30522, P=512, H=768, float32) and random ids.
+
+    What a script that needs "a BERT-base layer and a batch" calls, rather
+    than making tables of its own: the tables of
+    :func:`~bertembed._bench.data.make_inputs` (fixed `seed`, the values every
+    contender of the harness sees).
+
+    Parameters
+    ----------
+    batch, seq : int
+        Shape of the ids.
+    layer_norm : bool, default True
+        With BERT's LayerNorm (random weight and bias around 1 and 0).
+    seed : int, default 0
+
+    Returns
+    -------
+    tuple of (BertEmbeddings, numpy.ndarray)
+        The layer and (batch, seq) int64 ids.
+
+    Examples
+    --------
+    >>> layer, ids = bert_base_layer(2, 16)
+    >>> layer.vocab_size, layer.hidden_size, ids.shape
+    (30522, 768, (2, 16))
+    """
+    case = Case("bert-base", "float32", layer_norm, batch, seq)
+    inputs = make_inputs(case, seed)
+    return bertembed_call(case, inputs, None).layer, inputs.ids
 
 
 def bertembed_call(case: Case, inputs: Inputs, threads: int | None) -> BertembedCall:

@@ -2,7 +2,7 @@
 
 The only module of the harness that reads a clock. It imports nothing but
 the standard library (no NumPy, no other module of the harness), so that
-:func:`bertembed._bench.spawn.run_in_tree` can load this very file into a
+``run_in_tree`` (``benchmarks/shared/trees.py``) can load this very file into a
 process whose ``bertembed`` is another source tree, and time both trees the
 same way.
 """

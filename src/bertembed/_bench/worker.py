@@ -3,8 +3,8 @@
 :func:`main` reads a JSON spec (the case, the variant, the peer, repeats,
 seed, where bertembed's output is saved), makes the case's tables from the
 fixed seed (every process gets the same values), builds the variant, checks
-its first output, times it alone and prints the result as one marked JSON
-line (:func:`bertembed._bench.spawn.emit`). Nothing else runs in the
+its first output, times it alone and returns the result, which
+:mod:`bertembed._bench.child` prints as one marked JSON line. Nothing else runs in the
 process: no other runtime's workers spin next to it.
 """
 
@@ -20,7 +20,6 @@ import numpy as np
 
 from .data import BERTEMBED, Case, Context, Variant, make_inputs
 from .measure import Skip, build_variant, check_isa, load_peer
-from .spawn import emit
 from .subject import automatic_threads
 from .timing import time_interleaved
 
@@ -68,8 +67,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     return {**result, "status": "ok", **timing}
 
 
-def main(argv: Sequence[str]) -> None:
-    """Entry point of a worker process: ``argv[0]`` is the JSON spec.
+def main(argv: Sequence[str]) -> dict[str, Any]:
+    """Entry point of a worker process (:func:`bertembed._bench.spawn.run_function`): ``argv[0]`` is the JSON spec.
 
     The spec's keys: ``case`` (the :class:`Case` fields), ``contender`` and
     ``threads`` (the :class:`Variant`), ``peer`` (a reference from
@@ -77,4 +76,4 @@ def main(argv: Sequence[str]) -> None:
     ``seed``, ``min_sample_s``, and ``expected`` (bertembed's output to check
     against) or ``save_expected`` (where to save this output).
     """
-    emit(measure(json.loads(argv[0])))
+    return measure(json.loads(argv[0]))

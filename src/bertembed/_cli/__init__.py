@@ -26,7 +26,7 @@ Layout (imports go one way, downwards)::
     parser      build_parser, main                      (top)
     demo, info, bench, embed, convert, split_onnx, trim,
     export, serve                                       one module per subcommand
-    plot, text                                          bench --plot; embed --text
+    text                                                embed --text
     common      CLIError, exit codes, ProgressBar, file helpers   (bottom)
 
 Examples

@@ -2,8 +2,8 @@
 
 The timing itself is :func:`bertembed._bench.runner.run`; this module selects
 the cases, drives the progress bar, prints :func:`bertembed._bench.report.format_run`,
-writes the JSON (:func:`bertembed._bench.schema.dumps`) and hands the results to
-:func:`bertembed._cli.plot.plot_results`.
+writes the JSON (:func:`bertembed._bench.schema.dumps`) and draws the results
+with the harness's one plotter (:func:`bertembed._bench.plot.draw`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from .._bench import cases as bench_cases
-from .._bench import report, runner, schema
+from .._bench import plot, report, runner, schema
 from .._core import knobs
+from .._version import __version__
 from .common import CLIError, ProgressBar, check_out_dir, positive_int, write_text
-from .plot import plot_results, require_matplotlib
+
+#: The title of ``--plot``'s figure.
+PLOT_TITLE = f"bertembed {__version__}: time per call (lower is better)"
 
 
 def select_cases(cases: Sequence[Any], pattern: str | None) -> list[Any]:
@@ -63,7 +66,10 @@ def _case_text(case: Any) -> str:
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the comparison harness; print a table, optionally save JSON and a plot."""
     if args.plot is not None:
-        require_matplotlib()
+        try:
+            plot.require_matplotlib()
+        except ImportError:
+            raise CLIError(f"--plot needs matplotlib: {plot.NEEDS_MATPLOTLIB}") from None
         check_out_dir(args.plot, "--plot")
     if args.json is not None:
         check_out_dir(args.json, "--json")
@@ -87,7 +93,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         write_text(args.json, schema.dumps(results))
         print(f"wrote {args.json}")
     if args.plot is not None:
-        plot_results(results, args.plot)
+        plot.draw(results, args.plot, title=PLOT_TITLE)
         print(f"wrote {args.plot}")
     return 0
 

@@ -19,8 +19,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import trim as choosing
 from .._checkpoints import save
 from .._core.tables import convert_tables, converted_by
@@ -39,16 +37,15 @@ def _tokenizer_path(args: argparse.Namespace, model: Path) -> Path | None:
     return beside if beside.is_file() else None
 
 
-def _unknown(value: str, tok: Any) -> str | int:
-    """``--unknown`` as the layer takes it: ``"error"`` or an id."""
-    if value == "error":
-        return "error"
-    if value == "unk":
-        if tok is None:
-            raise CLIError("--unknown unk takes the unknown token of the model's tokenizer: give --tokenizer FILE")
-        if tok.unk_id is None:
-            raise CLIError(f"--unknown unk: {tok.path} has no unknown token; give its id (--unknown ID)")
-        return int(tok.unk_id)
+def _unknown(args: argparse.Namespace, tok: Any) -> str | int:
+    """``--unknown`` as :func:`bertembed.trim.trim_layer` takes it: ``"error"``, ``"unk"`` or an id."""
+    value = args.unknown
+    if value == "unk" and tok is None:
+        if args.ids is not None:
+            choosing.read_ids(args.ids)  # a malformed id file is the first thing to say
+        raise CLIError("--unknown unk takes the unknown token of the model's tokenizer: give --tokenizer FILE")
+    if value in ("error", "unk"):
+        return value
     try:
         return int(value)
     except ValueError:
@@ -89,33 +86,19 @@ def cmd_trim(args: argparse.Namespace) -> int:
     def bar_progress(bar: ProgressBar) -> Any:
         return lambda done, total, label: bar.update(_kib(done), _kib(total))
 
-    ids = None if args.ids is None else choosing.read_ids(args.ids)
-    if ids is not None and ids.size:
-        bad = (ids < 0) | (ids >= layer.vocab_size)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise CLIError(
-                f"{args.ids}: token id {int(ids[i])} (entry {i}) is out of range for the model's vocabulary "
-                f"of {layer.vocab_size} ids"
-            )
     scripts = [s for group in args.scripts or () for s in group.split(",")]
+    unknown = _unknown(args, tok)
     with _bytes_bar(show and bool(args.corpus), "counting corpus tokens") as bar:
-        choice = choosing.select(
+        small, choice = choosing.trim_layer(
+            layer,
             tok,
             corpus=args.corpus or (),
             min_count=args.min_count,
-            ids=ids,
+            ids=args.ids,
             scripts=scripts,
+            unknown=unknown,
             progress=bar_progress(bar),
         )
-    beyond = choice.ids[choice.ids >= layer.vocab_size]
-    if beyond.size:
-        raise CLIError(
-            f"{tok_path}: the tokenizer gives id {int(beyond[0])}, beyond the model's vocabulary of "
-            f"{layer.vocab_size} ids: is it the model's own tokenizer?"
-        )
-    unknown = _unknown(args.unknown, tok)
-    small = layer.trimmed(choice.ids, unknown=unknown)
     tables = stored_tables(small)
     if args.table_dtype is not None and args.table_dtype != tables.tok.dtype_name:
         converted = converted_by(tables, args.table_dtype)
@@ -146,7 +129,7 @@ def cmd_trim(args: argparse.Namespace) -> int:
     parts = []
     if args.corpus:
         parts.append(f"{choice.from_corpus:,} from the corpus (min count {args.min_count})")
-    if ids is not None:
+    if args.ids is not None:
         parts.append(f"{choice.from_ids:,} listed")
     if scripts:
         parts.append(f"{choice.from_scripts:,} for the scripts {', '.join(scripts)}")
@@ -157,7 +140,7 @@ def cmd_trim(args: argparse.Namespace) -> int:
     if args.held_out:
         with _bytes_bar(show, "measuring held-out coverage") as bar:
             cover = choosing.coverage(tok, small.kept_ids, args.held_out, progress=bar_progress(bar))
-        rule = "an IndexError" if unknown == "error" else f"the row of id {unknown}"
+        rule = "an IndexError" if small.unknown == "error" else f"the row of id {small.unknown}"
         print(
             f"  held-out: {_share(cover.token_share)} of {cover.tokens:,} tokens covered; "
             f"{_share(cover.text_share)} of {cover.texts:,} texts fully covered "

@@ -100,8 +100,8 @@ def trimmed(
     Raises
     ------
     ValueError
-        ``unknown="unk"`` and the tokenizer has no unknown token; an id
-        beyond the layer's vocabulary.
+        As :func:`bertembed.trim.trim_layer`: ``unknown="unk"`` and the
+        tokenizer has no unknown token; an id beyond the layer's vocabulary.
     """
     tokenizer = choosing.load_tokenizer(tokenizer_path)
     if do_lower_case:
@@ -110,16 +110,16 @@ def trimmed(
     extra = np.asarray(extra_ids, np.int64).reshape(-1)
     if extra.size:
         listed = extra if listed is None else np.concatenate([listed, extra])
-    choice = choosing.select(tokenizer, corpus=trim.corpus, min_count=trim.min_count, ids=listed, scripts=trim.scripts)
-    unknown: str | int = "error"
-    if trim.unknown == "unk":
-        if tokenizer.unk_id is None:
-            raise ValueError(f"{tokenizer_path} has no unknown token: --trim-unknown unk cannot be used")
-        unknown = int(tokenizer.unk_id)
-    beyond = choice.ids[choice.ids >= layer.vocab_size]
-    if beyond.size:
-        raise ValueError(f"id {int(beyond[0])} is beyond the layer's vocabulary of {layer.vocab_size} ids")
-    return layer.trimmed(choice.ids, unknown=unknown)
+    small, _ = choosing.trim_layer(
+        layer,
+        tokenizer,
+        corpus=trim.corpus,
+        min_count=trim.min_count,
+        ids=listed,
+        scripts=trim.scripts,
+        unknown=trim.unknown,
+    )
+    return small
 
 
 def describe(layer: BertEmbeddings) -> dict[str, Any]:

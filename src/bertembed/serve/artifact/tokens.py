@@ -87,8 +87,8 @@ def bounded_text(tokenizer: Tokenizer, text: str, room: int, direction: str = "r
     """The part of `text` that yields the same first (or last) `room` tokens, and whether it was cut.
 
     The pre-tokenizers of WordPiece, SentencePiece and byte-level BPE models
-    split at whitespace, and nothing crosses it: the words before a
-    whitespace boundary give the same tokens alone as inside the whole text.
+    split at whitespace, and nothing crosses it: the words before a run of
+    whitespace give the same tokens alone as inside the whole text.
     So when a prefix that ends at a whitespace boundary already gives more
     than `room` tokens, truncating it to `room` gives exactly what
     truncating the whole text does, and a 4 MB text costs what a
@@ -130,7 +130,7 @@ def bounded_text(tokenizer: Tokenizer, text: str, room: int, direction: str = "r
     cap = size * MAX_GROWTH
     while size < len(text):
         window = text[:size] if direction == "right" else text[len(text) - size :]
-        edge = _last_space(window) if direction == "right" else _first_space(window)
+        edge = _run_start(window, _last_space(window)) if direction == "right" else _first_space(window)
         if edge <= 0 and size < cap:  # no word boundary yet: a longer window
             size *= 4
             continue
@@ -150,6 +150,18 @@ def _last_space(piece: str) -> int:
         if piece[k].isspace():
             return k
     return -1
+
+
+def _run_start(piece: str, k: int) -> int:
+    """Where the run of whitespace that holds ``piece[k]`` starts (-1 stays -1).
+
+    A prefix ends before a whole run: a byte-level BPE tokenizer keeps a run
+    of spaces as one word, whose tokens depend on its length (20 spaces gave
+    16 + 4, their first 15 gave 8 + 7).
+    """
+    while k > 0 and piece[k - 1].isspace():
+        k -= 1
+    return k
 
 
 def _first_space(piece: str) -> int:

@@ -23,6 +23,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn_worker import UvicornWorker
 
 from .. import settings
+from . import balance
 
 _VALUES = settings.read()
 #: The listen backlog (gunicorn's ``--backlog``).
@@ -30,7 +31,7 @@ ACCEPT_BACKLOG = 512
 #: Connections a worker accepts each time the listening socket wakes it. asyncio accepts as many as
 #: its ``backlog`` argument in one go, so the first worker to wake took every pending connection
 #: (8 keep-alive clients connecting at once all landed on one of 2 workers); one at a time, the
-#: workers take turns, and a busy worker, whose event loop comes round more slowly, takes fewer.
+#: least-loaded worker can take the next (:mod:`.balance`).
 ACCEPTS_PER_WAKEUP = 1
 logger = logging.getLogger("uvicorn.error")
 
@@ -102,6 +103,7 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.abort()  # the unread answer is dropped with the connection
 
     def connection_lost(self, exc: Exception | None) -> None:
+        balance.closed()
         self._disarm_header_timer()
         if self._write_timer is not None:
             self._write_timer.cancel()
@@ -119,12 +121,15 @@ def _idle(connection: Any) -> bool:
 
 
 class _Listener:
-    """gunicorn's listening socket as given to asyncio, whose ``listen()`` keeps :data:`ACCEPT_BACKLOG`.
+    """gunicorn's listening socket as given to asyncio, whose ``listen()`` keeps :data:`ACCEPT_BACKLOG`
+    and whose ``accept()`` leaves a waiting connection to a less-loaded worker.
 
     asyncio calls ``listen(n)`` with the same ``n`` it accepts per wake-up
     (:data:`ACCEPTS_PER_WAKEUP`); the kernel's queue of connections waiting
-    to be accepted stays as long as gunicorn made it. Everything else is the
-    socket's own.
+    to be accepted stays as long as gunicorn made it. ``accept()`` says "none
+    waiting" (asyncio's ``BlockingIOError``) while this worker holds more
+    connections than the least-loaded one, for a few milliseconds at most
+    (:func:`.balance.should_wait`). Everything else is the socket's own.
     """
 
     def __init__(self, sock: Any) -> None:
@@ -132,6 +137,13 @@ class _Listener:
 
     def listen(self, backlog: int = 0) -> None:
         self._sock.listen(ACCEPT_BACKLOG)
+
+    def accept(self) -> tuple[Any, Any]:
+        if balance.should_wait():
+            raise BlockingIOError  # asyncio: nothing to accept now; the socket wakes the loop again
+        accepted = self._sock.accept()
+        balance.accepted()
+        return accepted
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)

@@ -3,8 +3,8 @@
 :func:`write_checkpoint` writes an XLM-RoBERTa-shaped embeddings checkpoint
 (the multilingual vocabulary whose token table is most of the model) from
 the harness's own random tables (:func:`~bertembed._bench.data.make_inputs`,
-fixed seed), with the package's safetensors writer. ``benchmarks/load_checks.py``
-and ``benchmarks/table_conversion.py`` read it.
+fixed seed), with the package's safetensors writer. ``benchmarks/load_checks.py``,
+``benchmarks/table_conversion.py`` and ``benchmarks/trimming.py`` read it.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .._checkpoints.safetensors_writer import write_safetensors
-from .cases import BIG_VOCAB
-from .data import Case, make_inputs
+from bertembed._bench.cases import BIG_VOCAB
+from bertembed._bench.data import Case, make_inputs
+from bertembed._checkpoints.safetensors_writer import write_safetensors
 
 #: XLM-R's position rows (512 + the two that the padding rule skips) and its tensors' prefix.
 XLMR_POSITIONS = 514

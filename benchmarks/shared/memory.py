@@ -5,6 +5,7 @@ with the peak resident set size (``VmHWM``) around the call in a fresh
 subprocess. The goal it checks is :data:`bertembed._bench.cases.PEAK_MEMORY_GOAL`.
 :func:`rss_peak` is that RSS measurement around any call, for the scripts
 of ``benchmarks/`` that measure the memory of other work (a conversion).
+Only ``benchmarks/`` uses it (``bertembed bench`` does not measure memory).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
-from .. import max_threads
-from .cases import PEAK_MEMORY_GOAL
-from .data import Case, make_inputs
-from .spawn import emit, run_child
-from .subject import bertembed_call
+from bertembed import max_threads
+from bertembed._bench.cases import PEAK_MEMORY_GOAL
+from bertembed._bench.data import Case, make_inputs
+from bertembed._bench.spawn import run_function
+from bertembed._bench.subject import bertembed_call
 
 T = TypeVar("T")
 
@@ -71,7 +72,7 @@ class RssPeak:
 def rss_peak(fn: Callable[[], T]) -> tuple[T, RssPeak | None]:
     """Call ``fn`` and return its result and the :class:`RssPeak` around it (None off Linux).
 
-    Meant for a fresh process (:func:`bertembed._bench.spawn.run_child`):
+    Meant for a fresh process (:func:`bertembed._bench.spawn.run_function`):
     there, everything resident before the call is the process's baseline.
     """
     before = rss_status()
@@ -82,9 +83,9 @@ def rss_peak(fn: Callable[[], T]) -> tuple[T, RssPeak | None]:
     return result, RssPeak(before[0], before[1], after[1])
 
 
-def _rss_probe(spec: str) -> None:
-    """Child side of the RSS measurement: print RSS and peaks around one call."""
-    args = json.loads(spec)
+def rss_probe(argv: list[str]) -> dict[str, int] | None:
+    """Child side of the RSS measurement (``argv[0]``: the JSON spec): RSS and peaks around one call."""
+    args = json.loads(argv[0])
     case = Case(**args["case"])
     cache: dict[Any, Any] = {}
     call = bertembed_call(case, make_inputs(case, args["seed"], cache), args["threads"])
@@ -92,14 +93,13 @@ def _rss_probe(spec: str) -> None:
     small = replace(case, batch=1, seq=min(case.seq, args["threads"]), out=False)
     bertembed_call(small, make_inputs(small, args["seed"], cache), args["threads"])()
     _, peak = rss_peak(call)
-    emit(None if peak is None else asdict(peak))
+    return None if peak is None else asdict(peak)
 
 
 def _rss_extra(case: Case, seed: int, threads: int) -> dict[str, Any]:
     spec = json.dumps({"case": asdict(case), "seed": seed, "threads": threads})
-    code = "import sys; from bertembed._bench.memory import _rss_probe; _rss_probe(sys.argv[1])"
     try:
-        got = run_child(code, [spec], timeout=600)
+        got = run_function(f"{__file__}:rss_probe", [spec], timeout=600)
     except RuntimeError as exc:
         return {"rss_error": str(exc)}
     if got is None:
