@@ -5,8 +5,8 @@ Times the harness's bertembed contender with ``num_threads=1`` against
 harness's ``time_interleaved``, for growing results of B * S * H elements,
 float32 and float64, with and without LayerNorm, and prints the speed-up
 (1-thread median / T-thread median) and the crossover: the smallest size
-from which T threads are never slower. Compare it with
-``bertembed._core.embed.PARALLEL_MIN_ELEMENTS``, below which the automatic
+from which T threads are never slower. Compare it with twice
+``bertembed._core._kernel.ELEMENTS_PER_THREAD``, below which the automatic
 thread choice uses one thread. One process: bertembed against itself.
 
 Usage::
@@ -25,7 +25,7 @@ from bertembed._bench import data, subject, timing
 from bertembed._core import _kernel
 
 #: Result rows (B * S); S is at most 256 so that any row count fits BERT's 512 positions.
-ROWS = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048]
+ROWS = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 4096]
 #: Target length of one sample. Short samples make the minimum meaningful on
 #: a busy machine: some of them run without being preempted.
 SAMPLE_S = 0.001
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             f"crossover {name:>7}: median {med if med is not None else 'never'}, "
             f"min-based {low if low is not None else 'never'} elements"
         )
-    print(f"the automatic choice uses one thread below {_kernel.auto_threads_settings()[0]} elements")
+    print(f"the automatic choice uses one thread below {2 * _kernel.ELEMENTS_PER_THREAD} elements")
     if all(c is not None for c in crossings):
         worst = max(c for c in crossings if c is not None)
         print(

@@ -1,12 +1,15 @@
 """W pre-forked workers on this machine: the automatic thread choice vs fixed counts.
 
 Each configuration runs in its own fresh process (``_bench.spawn``), which
-builds one layer (B=8, S=128, H=768 float32 + LayerNorm), forks W workers
-that start together and call it back to back for ``--seconds``, and reports
-the total calls per second and the p99 call time over all workers. Several
-rounds, interleaved; medians printed.
+builds one layer (BERT-base: 30522 x 768 float32 + LayerNorm), forks W
+workers that start together and call it back to back on (B, S) ids for
+``--seconds``, and reports the total calls per second and the p99 call time
+over all workers. W = 1 is one process alone. The settings (automatic, 1 and
+2 threads) take turns within each round (``spawn.in_rounds``); medians over
+the rounds, with their spread (min-max), and automatic / the best fixed
+count. ``--isa`` caps the row kernel (``BERTEMBED_ISA``) in the children.
 
-    python benchmarks/workers.py --rounds 3 --seconds 3
+    python benchmarks/workers.py --rounds 3 --seconds 3 --shapes 8x128,1x128,32x128,32x512
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ import json, os, sys, time
 import numpy as np, bertembed
 from bertembed._bench import spawn
 from bertembed._bench.timing import CallLog
-W, threads, seconds = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+W, threads, seconds, B, S = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 rng = np.random.default_rng(0)
 H = 768
 layer = bertembed.BertEmbeddings(rng.standard_normal((30522, H), dtype=np.float32),
                                  rng.standard_normal((512, H), dtype=np.float32),
                                  ln_weight=np.ones(H, np.float32), ln_bias=np.zeros(H, np.float32))
-ids = rng.integers(0, 30522, (8, 128))
+ids = rng.integers(0, 30522, (B, S))
 nt = None if threads == "auto" else int(threads)
 layer(ids, num_threads=nt)
 start_at = time.monotonic() + 0.5
@@ -56,42 +59,52 @@ for pid, r in pipes:
 spawn.emit({"calls_per_s": len(lat) / seconds, "p99_ms": float(np.percentile(lat, 99)) * 1e3})
 """
 
+SETTINGS = ("auto", "1", "2")
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (1: one process alone)")
+    ap.add_argument("--shapes", default="8x128", help="comma-separated BxS shapes of the ids")
+    ap.add_argument("--isa", default="", help="BERTEMBED_ISA for the children (e.g. avx2)")
     ap.add_argument("--quick", action="store_true", help="one round of 0.3 s, W = 1 and 2 (a smoke run)")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.workers = 1, 0.3, "1,2"
-    settings = ["auto", "1", "2"]
-    results: dict[tuple[int, str], list[dict[str, float]]] = {}
-    for _ in range(args.rounds):
-        for w in (int(x) for x in args.workers.split(",")):
-            for s in settings:
-                got = spawn.run_child(_CHILD, [str(w), s, str(args.seconds)])
-                results.setdefault((w, s), []).append(got)
-    print("| W | threads | calls/s (median) | p99 ms (median) |")
-    print("|---|---|---|---|")
-    for (w, s), runs in results.items():
-        cps = statistics.median(r["calls_per_s"] for r in runs)
-        p99 = statistics.median(r["p99_ms"] for r in runs)
-        print(f"| {w} | {s} | {cps:.0f} | {p99:.2f} |")
-    print()
-    print("| W | best fixed | automatic / best fixed: calls/s | p99 |")
-    print("|---|---|---|---|")
-    for w in sorted({w for w, _ in results}):
+    env = {"BERTEMBED_ISA": args.isa} if args.isa else None
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    workers = [int(x) for x in args.workers.split(",")]
+    results: dict[tuple[tuple[int, ...], int, str], list[dict[str, float]]] = {}
+    for shape in shapes:
+        for w in workers:
+            for _, s in spawn.in_rounds(SETTINGS, args.rounds):
+                got = spawn.run_child(_CHILD, [str(w), s, str(args.seconds), *map(str, shape)], env=env)
+                results.setdefault((shape, w, s), []).append(got)
+    print(f"ISA cap: {args.isa or 'none'}; {args.rounds} rounds of {args.seconds:g} s; median (min-max)")
+    print("| B x S | W | auto calls/s | 1 thread | 2 threads | auto / best fixed | auto p99 / best p99 |")
+    print("|---|---|---|---|---|---|---|")
+    for shape in shapes:
+        for w in workers:
 
-        def med(s: str, key: str, w: int = w) -> float:
-            return statistics.median(r[key] for r in results[(w, s)])
+            def runs(s: str, key: str, w: int = w, shape: tuple[int, ...] = shape) -> list[float]:
+                return [r[key] for r in results[(shape, w, s)]]
 
-        best = max(("1", "2"), key=lambda s: med(s, "calls_per_s"))
-        print(
-            f"| {w} | {best} | {med('auto', 'calls_per_s') / med(best, 'calls_per_s'):.2f} | "
-            f"{med('auto', 'p99_ms') / med(best, 'p99_ms'):.2f} |"
-        )
+            def med(s: str, key: str) -> float:
+                return statistics.median(runs(s, key))
+
+            best = max(("1", "2"), key=lambda s: med(s, "calls_per_s"))
+            print(
+                f"| {shape[0]} x {shape[1]} | {w} | "
+                + " | ".join(_spread(runs(s, "calls_per_s")) for s in SETTINGS)
+                + f" | {med('auto', 'calls_per_s') / med(best, 'calls_per_s'):.2f} (best: {best}) | "
+                f"{med('auto', 'p99_ms') / med(best, 'p99_ms'):.2f} |"
+            )
 
 
 if __name__ == "__main__":

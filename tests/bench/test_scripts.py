@@ -50,7 +50,6 @@ def test_every_script_is_covered():
         "positions.py",
         "concurrency.py",
         "table_speed.py",
-        "thread_choice.py",
         "call_overhead.py",
         "load_checks.py",
         "table_conversion.py",
@@ -100,11 +99,10 @@ SCRIPT_NEEDS = {"table_speed.py": [("ml_dtypes", "bfloat16")]}  # its bfloat16 t
         ("positions.py", ["--quick"], "B=32  S=512"),
         ("concurrency.py", ["--quick"], "in two threads at once"),
         ("table_speed.py", ["--quick"], "bfloat16"),
-        ("thread_choice.py", ["--quick", "--alone"], "learnt estimates"),
         ("call_overhead.py", ["--quick"], "layer(ids, seg)"),
         ("call_overhead.py", ["--only", "layer(ids)", "--calls", "5"], ""),
         ("idle_after_call.py", ["--quick"], "ms CPU per second of sleep"),
-        ("workers.py", ["--quick"], "| 2 | auto |"),
+        ("workers.py", ["--quick"], "auto / best fixed"),
     ],
 )
 def test_timing_script_quick_mode(script, args, expect):

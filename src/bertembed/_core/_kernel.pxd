@@ -49,34 +49,21 @@ cdef extern from "be_runtime.h" nogil:
     const char *BE_COMPILER
     int be_max_threads()
     int be_release_threads()
-    double be_wtime()
-    double be_thread_cpu()
     void be_set_max_threads(int n)
     void be_set_schedule(int dynamic, int chunk)
 
 cdef extern from "be_threads.h" nogil:
     cpdef enum:
-        # Size classes of the automatic thread choice (log2 of a call's elements).
-        SIZE_CLASSES "BE_SIZE_CLASSES"
-    enum:
-        BE_SIZE_CLASSES  # (the same number under its C name, for the code that reads the classes)
-    int64_t be_in_flight
-    int64_t be_min_parallel
-    int64_t be_learning
+        # Result values per thread of the automatic thread choice.
+        ELEMENTS_PER_THREAD "BE_ELEMENTS_PER_THREAD"
+    int64_t *be_in_flight
     int64_t be_last_auto
+    int64_t be_elements_per_thread
     int64_t BE_ADD(int64_t *p, int64_t v)
     int64_t BE_LOAD(int64_t *p)
     void BE_STORE(int64_t *p, int64_t v)
-    int be_choose_threads(int64_t elements, int share, int *arm)
-    void be_record_threads(int64_t elements, int arm, int threads, double wall, double cpu)
-    void be_reset_threads()
-    double be_call_cost(int threads, double wall, double cpu, double share)
-    ctypedef struct be_size_class:
-        int64_t cost[2]
-        int64_t samples[2]
-        int64_t calls
-        int64_t best
-    be_size_class be_classes[BE_SIZE_CLASSES]
+    void be_threads_init()
+    int be_auto_threads(int64_t elements, int share)
 
 cdef extern from "be_rows.h" nogil:
     ctypedef struct be_term:

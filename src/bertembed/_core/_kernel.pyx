@@ -41,6 +41,7 @@ cdef void _init_rows():
 
 
 _init_rows()
+be_threads_init()
 
 
 def openmp_enabled():
@@ -194,17 +195,15 @@ cdef inline Py_ssize_t _row_bytes(object arr):
     return cnp.PyArray_DIMS(a)[cnp.PyArray_NDIM(a) - 1] * cnp.PyArray_ITEMSIZE(a)
 
 
-cdef int _threads_for(Py_ssize_t n, int64_t elements, int num_threads, int64_t busy, bint learn,
-                      int *arm) noexcept:
+cdef int _threads_for(Py_ssize_t n, int64_t elements, int num_threads, int64_t busy) noexcept nogil:
     """The layer's thread rules for n rows: one thread in a forked child that
     could not release its pool (or without OpenMP), else `num_threads` (> 0)
     or the process-wide count, clipped to the cap (OpenMP's maximum for the
-    calling thread and the ceiling), else the share of the cap the `busy`
-    calls in flight leave, used as the automatic choice learns (`learn`;
-    *arm: the estimate the call's time updates) or, without learning, whole
-    from be_min_parallel elements on. Never more threads than rows."""
+    calling thread and the ceiling), else the automatic choice
+    (``be_threads.h``) within the share of the cap the `busy` calls in flight
+    (in this process and the processes forked from it) leave. Never more
+    threads than rows."""
     cdef int nt, share, cap
-    arm[0] = -1
     if _serial_only or not BE_OPENMP:
         nt = 1
     elif num_threads > 0 or _process_threads > 0:
@@ -214,13 +213,8 @@ cdef int _threads_for(Py_ssize_t n, int64_t elements, int num_threads, int64_t b
             nt = cap
     else:
         share = _cap() // (1 + <int>busy)
-        if share < 1:
-            share = 1
-        if learn:
-            nt = be_choose_threads(elements, share, arm)
-            BE_STORE(&be_last_auto, nt)
-        else:
-            nt = share if elements >= BE_LOAD(&be_min_parallel) else 1
+        nt = be_auto_threads(elements, share if share > 1 else 1)
+        BE_STORE(&be_last_auto, nt)
     if nt > n:
         nt = <int>n
     return nt
@@ -228,19 +222,14 @@ cdef int _threads_for(Py_ssize_t n, int64_t elements, int num_threads, int64_t b
 
 cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
     """Compute the job's n rows: `num_threads` threads, or the automatic choice (<= 0)."""
-    cdef int64_t busy = BE_ADD(&be_in_flight, 1)
-    cdef int64_t elements = n * job.H
-    cdef int arm = -1
+    cdef int64_t busy = BE_ADD(be_in_flight, 1)
     cdef int nt
     cdef Py_ssize_t chunk
-    cdef double t0 = 0.0
-    cdef double c0 = -1.0
-    cdef double wall, cpu
     cdef Py_ssize_t r
     cdef double *scratch = NULL
     cdef double *mine = NULL
     try:
-        nt = _threads_for(n, elements, num_threads, busy, True, &arm)
+        nt = _threads_for(n, n * job.H, num_threads, busy)
         if nt > 1:
             # Small calls: one block per thread (the cheapest start and end).
             # Large ones: four chunks per thread, so that a thread that starts
@@ -253,10 +242,6 @@ cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
         if scratch == NULL:
             raise MemoryError("bertembed: no memory for per-thread row buffers")
         with nogil:
-            if arm >= 0:
-                t0 = be_wtime()
-                if nt == 1:
-                    c0 = be_thread_cpu()
             if nt == 1:
                 for r in range(n):
                     be_row(job, r, scratch)
@@ -269,13 +254,9 @@ cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
                         be_row(job, r, mine)
                     if job.stream:
                         be_store_fence()
-            if arm >= 0:
-                wall = be_wtime() - t0
-                cpu = be_thread_cpu() - c0 if nt == 1 and c0 >= 0.0 else -1.0
-                be_record_threads(elements, arm, nt, wall, cpu)
     finally:
         free(scratch)
-        BE_ADD(&be_in_flight, -1)
+        BE_ADD(be_in_flight, -1)
     return 0
 
 
@@ -624,7 +605,9 @@ cdef class Plan:
                     result = <cnp.ndarray>out
                 if n == 0:
                     return result
-                self._job(&job, n, S, id64, tok, padding if padding != NULL else pos_ids,
+                if padding != NULL:  # (an if: a conditional expression would drop const, see _data_or_null)
+                    pos_ids = padding
+                self._job(&job, n, S, id64, tok, pos_ids,
                           pos is not None and cnp.PyArray_DIMS(<cnp.ndarray>pos)[0] == 1, seg_ids, task_ids,
                           <const unsigned char *>_data_or_null(keep), <char *>cnp.PyArray_DATA(result))
                 if fresh and self.map_drops:
@@ -657,7 +640,7 @@ def convert_rows(object src, object dst, Py_ssize_t start, Py_ssize_t stop, int 
     cdef be_conv c
     cdef Py_ssize_t n = stop - start, r, H = cnp.PyArray_DIMS(<cnp.ndarray>src.data)[1]
     cdef int64_t busy, failed = 0
-    cdef int nt, arm, rc = 0
+    cdef int nt, rc = 0
     cdef Py_ssize_t chunk
     cdef double *scratch = NULL
     cdef double *mine = NULL
@@ -672,10 +655,10 @@ def convert_rows(object src, object dst, Py_ssize_t start, Py_ssize_t stop, int 
     c.dst_kind = dst.kind
     c.dst_scale = <float *>_data_or_null(dst.scale)
     c.H = H
-    busy = BE_ADD(&be_in_flight, 1)
+    busy = BE_ADD(be_in_flight, 1)
     try:
-        # The layer's thread rules, without learning (one thread for a small table).
-        nt = _threads_for(n, n * H, num_threads, busy, False, &arm)
+        # The layer's thread rules (one thread for a small table).
+        nt = _threads_for(n, n * H, num_threads, busy)
         scratch = <double *>malloc(nt * (H + 8) * sizeof(double))
         if scratch == NULL:
             raise MemoryError("bertembed: no memory for per-thread row buffers")
@@ -701,7 +684,7 @@ def convert_rows(object src, object dst, Py_ssize_t start, Py_ssize_t stop, int 
                         break
     finally:
         free(scratch)
-        BE_ADD(&be_in_flight, -1)
+        BE_ADD(be_in_flight, -1)
     if rc != 0:
         return (r, rc)
     return (-1, 0)
@@ -709,64 +692,26 @@ def convert_rows(object src, object dst, Py_ssize_t start, Py_ssize_t stop, int 
 
 # ---------------------------------------------------------------------------------------
 # For tests and diagnostics only: nothing in the package calls these. They read
-# or drive the automatic thread choice directly (tests/core/runtime/test_auto_threads.py,
-# benchmarks/thread_choice.py, the performance page).
+# or set the automatic thread choice (tests/core/runtime/test_auto_threads.py).
 
 
 def in_flight():
-    """How many kernel calls are computing right now (any thread). For tests."""
-    return BE_LOAD(&be_in_flight)
+    """How many kernel calls are computing right now, in this process and every
+    process forked from it after import. For tests."""
+    return BE_LOAD(be_in_flight)
 
 
-def auto_threads_settings(min_parallel=None, learning=None):
-    """Read or set the automatic choice: the smallest result (elements) that may use
-    several threads, and whether the choice is learnt (else: all allowed threads
-    from ``min_parallel`` on). Returns the settings in force before the call.
-    For tests and diagnostics."""
-    before = (BE_LOAD(&be_min_parallel), bool(BE_LOAD(&be_learning)))
-    if min_parallel is not None:
-        BE_STORE(&be_min_parallel, <int64_t>min_parallel)
-    if learning is not None:
-        BE_STORE(&be_learning, 1 if learning else 0)
+def auto_threads(int64_t elements, int64_t busy=0):
+    """The threads the automatic choice gives a call of `elements` result values
+    from this thread, with `busy` other calls in flight. For tests."""
+    cdef int64_t rows = elements if elements > 0 else 1
+    return _threads_for(<Py_ssize_t>rows, elements, 0, busy)
+
+
+def auto_threads_settings(elements_per_thread=None):
+    """Read or set the result values per thread of the automatic choice; returns
+    the value in force before the call. For tests."""
+    before = BE_LOAD(&be_elements_per_thread)
+    if elements_per_thread is not None:
+        BE_STORE(&be_elements_per_thread, <int64_t>max(1, elements_per_thread))
     return before
-
-
-def auto_threads_state():
-    """The learnt estimates: ``{size class: (ns per 65536 elements with 1 thread,
-    with all allowed, samples of each, calls, the favoured choice)}``. For tests
-    and diagnostics."""
-    cdef int i
-    out = {}
-    for i in range(BE_SIZE_CLASSES):
-        if be_classes[i].calls or be_classes[i].samples[0] or be_classes[i].samples[1]:
-            out[i] = (be_classes[i].cost[0], be_classes[i].cost[1], be_classes[i].samples[0],
-                      be_classes[i].samples[1], be_classes[i].calls, be_classes[i].best)
-    return out
-
-
-def reset_auto_threads():
-    """Forget what the automatic choice has learnt (in a forked child: the
-    parent's machine was not the child's; and for tests)."""
-    be_reset_threads()
-
-
-def choose_threads(int64_t elements, int share):
-    """The automatic choice for a call of `elements` allowed `share` threads:
-    ``(threads, estimate it updates (-1: none))``. For tests of the policy."""
-    cdef int arm = -1
-    cdef int nt = be_choose_threads(elements, share, &arm)
-    return nt, arm
-
-
-def record_threads(int64_t elements, int arm, double seconds, double cpu=-1.0, int threads=0):
-    """Fold a call's wall time (and a one-thread call's CPU time, negative:
-    unmeasured) into the estimates (see :func:`choose_threads`); `threads`:
-    how many ran it (default: 1 for arm 0, 2 for arm 1). For tests."""
-    be_record_threads(elements, arm, threads if threads > 0 else 1 + arm, seconds, cpu)
-
-
-def call_cost(int threads, double wall, double cpu, double share=1.0):
-    """What the automatic choice charges a call that `threads` threads ran in
-    `wall` seconds: one thread its CPU time `cpu`, more the wall time over
-    `share` (the share of a core one-thread calls got). For tests."""
-    return be_call_cost(threads, wall, cpu, share)

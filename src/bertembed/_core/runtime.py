@@ -166,9 +166,6 @@ def _before_fork() -> None:
 
 def _after_in_child() -> None:
     _apply_thread_limits()
-    # What the parent learnt about threads held for it alone: W workers now
-    # share its CPUs.
-    _kernel.reset_auto_threads()
     if _state["pause_failed"]:
         _state["serial_only"] = True
         _kernel.set_serial_only(True)

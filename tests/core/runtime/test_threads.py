@@ -378,8 +378,8 @@ rng = np.random.default_rng(5)
 tok, pos = rng.standard_normal((1000, 128)), rng.standard_normal((512, 128))
 ids = rng.integers(0, 1000, (8, 256))
 expected = tok[ids] + pos[:256]
-# The automatic choice without learning: all allowed threads for a call this big.
-_kernel.auto_threads_settings(learning=False)
+# The automatic choice at one thread per value: all allowed threads for this call.
+_kernel.auto_threads_settings(1)
 seen = {}
 
 def work():

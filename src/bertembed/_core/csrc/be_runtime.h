@@ -2,28 +2,11 @@
 #ifndef BERTEMBED_RUNTIME_H
 #define BERTEMBED_RUNTIME_H
 
-/* The calling thread's CPU time in seconds, or -1 where no clock measures it
-   finely enough (Windows: GetThreadTimes advances in scheduler ticks of about
-   15 ms, longer than a call). */
-#if defined(_WIN32)
-static double be_thread_cpu(void) { return -1.0; }
-#else
-#include <time.h>
-static double be_thread_cpu(void) {
-#ifdef CLOCK_THREAD_CPUTIME_ID
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-#endif
-    return -1.0;
-}
-#endif
-
 #ifdef _OPENMP
 #include <omp.h>
 #define BE_OPENMP         1
 #define BE_OPENMP_VERSION _OPENMP
 static int be_max_threads(void) { return omp_get_max_threads(); }
-static double be_wtime(void) { return omp_get_wtime(); }
 static void be_set_max_threads(int n) { omp_set_num_threads(n); }
 /* The schedule of the next parallel loop of this thread: static (one block of
    rows per thread) or dynamic in chunks of `chunk` rows. omp_set_schedule is
@@ -51,7 +34,6 @@ static int be_release_threads(void) { return -1; }
 #define BE_OPENMP         0
 #define BE_OPENMP_VERSION 0
 static int be_max_threads(void) { return 1; }
-static double be_wtime(void) { return 0.0; } /* one thread: never timed */
 static void be_set_max_threads(int n) { (void)n; }
 static void be_set_schedule(int dynamic, int chunk) {
     (void)dynamic;
