@@ -3,7 +3,8 @@
 Each run is its own process (the wait policy is fixed when the kernel loads):
 ``BERTEMBED_WAIT_POLICY=passive`` (the default) and ``=active`` (the OpenMP
 runtime's own policy). It prints the process's CPU time over a 1 s sleep
-after 2-thread calls (B=8, S=128, H=768 float32), the median call time with
+after 2-thread calls (the harness's BERT-base layer, ``bert_base_layer``:
+B=8, S=128, H=768 float32, no LayerNorm), the median call time with
 2 ms pauses between calls, and two encoder-like steps, each after a 0.3 s
 pause and then right after a 2-thread call, right after a 1-thread call (the
 same data through the caches, no OpenMP worker: what threads add) or right
@@ -21,7 +22,7 @@ import time
 
 import numpy as np
 
-import bertembed
+from bertembed._bench.subject import bert_base_layer
 from bertembed._bench.timing import CallLog, time_once
 
 
@@ -62,12 +63,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few calls and a short sleep (a smoke run)")
     args = parser.parse_args()
     calls_n, rounds, sleep = (20, 3, 0.1) if args.quick else (200, 30, 1.0)
+    layer, ids = bert_base_layer(8, 128, layer_norm=False, seed=0)
+    H = layer.hidden_size
     rng = np.random.default_rng(0)
-    H = 768
-    layer = bertembed.BertEmbeddings(
-        rng.standard_normal((30522, H), dtype=np.float32), rng.standard_normal((512, H), dtype=np.float32)
-    )
-    ids = rng.integers(0, 30522, (8, 128))
     for _ in range(20):
         layer(ids, num_threads=2)
     idle = time_once(lambda: time.sleep(sleep)).cpu_s / sleep  # CPU seconds per second of sleep

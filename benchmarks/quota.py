@@ -2,9 +2,10 @@
 
 Makes a cgroup v1 ``cpu`` group with a quota of ``--cpus`` CPUs (``cpu.cfs_quota_us``
 over a 100 ms ``cpu.cfs_period_us``), starts a fresh process that moves itself
-into it before it imports bertembed, and calls one layer (B=8, S=128, H=768
-float32 + LayerNorm) back to back for ``--seconds``: with the automatic choice,
-then with ``num_threads=2`` (clipped to the ceiling). It prints the thread
+into it before it imports bertembed (:data:`_JOIN_THEN_CALL`, then
+:func:`child_main`), and calls the harness's BERT-base layer
+(``bert_base_layer``, B=8, S=128, H=768 float32 + LayerNorm) back to back
+for ``--seconds``: with the automatic choice, then with ``num_threads=2`` (clipped to the ceiling). It prints the thread
 ceiling the process saw and where it came from, the threads its calls used,
 calls per second, the p99 call time, and the periods the kernel throttled the
 group in (``cpu.stat``). Needs root and a cgroup v1 ``cpu`` hierarchy at
@@ -20,51 +21,89 @@ import argparse
 import os
 import statistics
 from pathlib import Path
+from typing import Any
 
 from bertembed._bench import spawn
 
 ROOT = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
 
-_CHILD = r"""
-import sys
-with open(sys.argv[1] + "/cgroup.procs", "w") as fh:
-    fh.write(str(__import__("os").getpid()))
-import time
-import numpy as np, bertembed
-from bertembed._bench import spawn
-from bertembed._bench.timing import CallLog
-from bertembed._core import _kernel, runtime
-threads, seconds = sys.argv[2], float(sys.argv[3])
-rng = np.random.default_rng(0)
-H = 768
-layer = bertembed.BertEmbeddings(rng.standard_normal((30522, H), dtype=np.float32),
-                                 rng.standard_normal((512, H), dtype=np.float32),
-                                 ln_weight=np.ones(H, np.float32), ln_bias=np.zeros(H, np.float32))
-ids = rng.integers(0, 30522, (8, 128))
-nt = None if threads == "auto" else int(threads)
-used = []
-def call():
-    layer(ids, num_threads=nt)
-    used.append(_kernel.last_auto_threads() if nt is None else min(nt, bertembed.max_threads()))
-for _ in range(20):
-    call()
-used.clear()
-with open(sys.argv[1] + "/cpu.stat") as fh:
-    before = dict(line.split() for line in fh)
-log, end = CallLog(call), time.monotonic() + seconds
-while time.monotonic() < end:
-    log()
-with open(sys.argv[1] + "/cpu.stat") as fh:
-    after = dict(line.split() for line in fh)
-ceiling, source = runtime.thread_ceiling()
-lat = [r.seconds for r in log.records]
-spawn.emit({"ceiling": ceiling, "source": source, "threads_used": sorted(set(used)),
-            "calls_per_s": len(lat) / seconds, "p99_ms": float(np.percentile(lat, 99)) * 1e3,
-            "periods": int(after["nr_periods"]) - int(before["nr_periods"]),
-            "throttled": int(after["nr_throttled"]) - int(before["nr_throttled"]),
-            "throttled_ms": (int(after["throttled_time"]) - int(before["throttled_time"])) / 1e6})
+#: The child's first lines: join the group (``sys.argv[1]``), and only then import bertembed
+#: (which reads the CPU quota at import) to call ``sys.argv[2]`` (:func:`child_main`) with the
+#: rest. A string, not a function of this script: ``python -m bertembed._bench.child`` (what
+#: ``spawn.run_function`` starts) imports bertembed before any function runs.
+_JOIN_THEN_CALL = """\
+import os, sys
+with open(os.path.join(sys.argv[1], "cgroup.procs"), "w") as fh:
+    fh.write(str(os.getpid()))
+from bertembed._bench import child
+child.main(sys.argv[2:])
 """
+
+
+def child_main(argv: list[str]) -> dict[str, Any]:
+    """One setting's calls, in a fresh process already in the group (``GROUP THREADS SECONDS``).
+
+    Started by :data:`_JOIN_THEN_CALL`, which moved the process into the
+    group before bertembed was imported; bertembed is imported here. Calls
+    the harness's BERT-base layer (B=8, S=128, float32 + LayerNorm) with
+    ``num_threads`` THREADS (``auto``: the automatic choice) 20 times, then
+    back to back for SECONDS.
+
+    Parameters
+    ----------
+    argv : list of str
+        ``[GROUP, THREADS, SECONDS]``: the group's directory, ``auto`` or a
+        count, and the seconds of calls.
+
+    Returns
+    -------
+    dict
+        The thread ceiling and its source, the threads the calls used, calls
+        per second, the p99 call time, and the group's periods, throttled
+        periods and throttled milliseconds over the calls (``cpu.stat``).
+    """
+    import time
+
+    import numpy as np
+
+    import bertembed
+    from bertembed._bench.subject import bert_base_layer
+    from bertembed._bench.timing import CallLog
+    from bertembed._core import _kernel, runtime
+
+    group, threads, seconds = Path(argv[0]), argv[1], float(argv[2])
+    layer, ids = bert_base_layer(8, 128, layer_norm=True, seed=0)
+    nt = None if threads == "auto" else int(threads)
+    used: list[int] = []
+
+    def call() -> None:
+        layer(ids, num_threads=nt)
+        used.append(_kernel.last_auto_threads() if nt is None else min(nt, bertembed.max_threads()))
+
+    def stat() -> dict[str, int]:
+        return {k: int(v) for k, v in (line.split() for line in (group / "cpu.stat").read_text().splitlines())}
+
+    for _ in range(20):
+        call()
+    used.clear()
+    before = stat()
+    log, end = CallLog(call), time.monotonic() + seconds
+    while time.monotonic() < end:
+        log()
+    after = stat()
+    ceiling, source = runtime.thread_ceiling()
+    lat = [r.seconds for r in log.records]
+    return {
+        "ceiling": ceiling,
+        "source": source,
+        "threads_used": sorted(set(used)),
+        "calls_per_s": len(lat) / seconds,
+        "p99_ms": float(np.percentile(lat, 99)) * 1e3,
+        "periods": after["nr_periods"] - before["nr_periods"],
+        "throttled": after["nr_throttled"] - before["nr_throttled"],
+        "throttled_ms": (after["throttled_time"] - before["throttled_time"]) / 1e6,
+    }
 
 
 def main() -> None:
@@ -80,10 +119,11 @@ def main() -> None:
     try:
         (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
         (group / "cpu.cfs_quota_us").write_text(str(int(args.cpus * PERIOD_US)))
-        results: dict[str, list[dict]] = {}
+        results: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.rounds):
             for setting in ("auto", "2"):
-                got = spawn.run_child(_CHILD, [str(group), setting, str(args.seconds)])
+                argv = [str(group), f"{__file__}:child_main", str(group), setting, str(args.seconds)]
+                got = spawn.run_child(_JOIN_THEN_CALL, argv)
                 results.setdefault(setting, []).append(got)
     finally:
         group.rmdir()

@@ -1,7 +1,8 @@
 """W pre-forked workers on this machine: the automatic thread choice vs fixed counts.
 
-Each configuration runs in its own fresh process (``_bench.spawn``), which
-builds one layer (BERT-base: 30522 x 768 float32 + LayerNorm), forks W
+Each configuration runs in its own fresh process (``_bench.spawn``, this
+script's :func:`child_main`), which builds the harness's BERT-base layer
+(``bert_base_layer``: 30522 x 768 float32 + LayerNorm), forks W
 workers that start together and call it back to back on (B, S) ids for
 ``--seconds``, and reports the total calls per second and the p99 call time
 over all workers. W = 1 is one process alone. The settings (automatic, 1 and
@@ -15,49 +16,66 @@ count. ``--isa`` caps the row kernel (``BERTEMBED_ISA``) in the children.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import time
+
+import numpy as np
 
 from bertembed._bench import spawn
-
-_CHILD = r"""
-import json, os, sys, time
-import numpy as np, bertembed
-from bertembed._bench import spawn
+from bertembed._bench.subject import bert_base_layer
 from bertembed._bench.timing import CallLog
-W, threads, seconds, B, S = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-rng = np.random.default_rng(0)
-H = 768
-layer = bertembed.BertEmbeddings(rng.standard_normal((30522, H), dtype=np.float32),
-                                 rng.standard_normal((512, H), dtype=np.float32),
-                                 ln_weight=np.ones(H, np.float32), ln_bias=np.zeros(H, np.float32))
-ids = rng.integers(0, 30522, (B, S))
-nt = None if threads == "auto" else int(threads)
-layer(ids, num_threads=nt)
-start_at = time.monotonic() + 0.5
-pipes = []
-for _ in range(W):
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        while time.monotonic() < start_at:
-            time.sleep(0.001)
-        log, end = CallLog(lambda: layer(ids, num_threads=nt)), time.monotonic() + seconds
-        while time.monotonic() < end:
-            log()
-        os.write(w, json.dumps([c.seconds for c in log.records]).encode())
-        os._exit(0)
-    os.close(w)
-    pipes.append((pid, r))
-lat = []
-for pid, r in pipes:
-    chunks = []
-    while chunk := os.read(r, 1 << 20):
-        chunks.append(chunk)
-    os.waitpid(pid, 0)
-    lat += json.loads(b"".join(chunks))
-spawn.emit({"calls_per_s": len(lat) / seconds, "p99_ms": float(np.percentile(lat, 99)) * 1e3})
-"""
+
+
+def child_main(argv: list[str]) -> dict[str, float]:
+    """One configuration, in a fresh process (``W THREADS SECONDS B S``): W forked workers.
+
+    Builds the harness's BERT-base layer (float32 + LayerNorm) and (B, S)
+    ids, calls it once, then forks W workers that start together and call it
+    back to back for SECONDS, each with ``num_threads`` THREADS (``auto``:
+    the automatic choice).
+
+    Parameters
+    ----------
+    argv : list of str
+        ``[W, THREADS, SECONDS, B, S]``.
+
+    Returns
+    -------
+    dict
+        ``calls_per_s`` (all workers together) and ``p99_ms`` (over every
+        worker's calls).
+    """
+    w, threads, seconds, batch, seq = int(argv[0]), argv[1], float(argv[2]), int(argv[3]), int(argv[4])
+    layer, ids = bert_base_layer(batch, seq, layer_norm=True, seed=0)
+    nt = None if threads == "auto" else int(threads)
+    layer(ids, num_threads=nt)
+    start_at = time.monotonic() + 0.5
+    pipes = []
+    for _ in range(w):
+        r, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            while time.monotonic() < start_at:
+                time.sleep(0.001)
+            log, end = CallLog(lambda: layer(ids, num_threads=nt)), time.monotonic() + seconds
+            while time.monotonic() < end:
+                log()
+            os.write(wfd, json.dumps([c.seconds for c in log.records]).encode())
+            os._exit(0)
+        os.close(wfd)
+        pipes.append((pid, r))
+    lat: list[float] = []
+    for pid, r in pipes:
+        chunks = []
+        while chunk := os.read(r, 1 << 20):
+            chunks.append(chunk)
+        os.waitpid(pid, 0)
+        lat += json.loads(b"".join(chunks))
+    return {"calls_per_s": len(lat) / seconds, "p99_ms": float(np.percentile(lat, 99)) * 1e3}
+
 
 SETTINGS = ("auto", "1", "2")
 
@@ -84,7 +102,8 @@ def main() -> None:
     for shape in shapes:
         for w in workers:
             for _, s in spawn.in_rounds(SETTINGS, args.rounds):
-                got = spawn.run_child(_CHILD, [str(w), s, str(args.seconds), *map(str, shape)], env=env)
+                argv = [str(w), s, str(args.seconds), *map(str, shape)]
+                got = spawn.run_function(f"{__file__}:child_main", argv, env=env)
                 results.setdefault((shape, w, s), []).append(got)
     print(f"ISA cap: {args.isa or 'none'}; {args.rounds} rounds of {args.seconds:g} s; median (min-max)")
     print("| B x S | W | auto calls/s | 1 thread | 2 threads | auto / best fixed | auto p99 / best p99 |")

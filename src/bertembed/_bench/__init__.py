@@ -37,7 +37,8 @@ tables and JSON, and ``timing`` its clock. Three parts serve only the
   ``start_process``, ``stop_process`` and ``TIMING_FILE``: the scripts under
   ``benchmarks/service/`` run from their own folder, where only the installed
   or ``PYTHONPATH`` bertembed is importable (not ``benchmarks/shared/``), and
-  the thread-policy scripts start their children with ``run_child``;
+  ``benchmarks/quota.py``'s child joins its cgroup before bertembed is
+  imported (``run_child``);
 - ``timing.CallLog``: the thread-choice scripts log calls with the clock that
   times them, which lives here;
 - ``subject.bert_base_layer`` and ``subject.layer_arrays``: the scripts build

@@ -98,7 +98,10 @@ def run_child(
     """Run ``python -c code args...`` and return the JSON its :func:`emit` printed.
 
     Only for what cannot be a module's function: another tree's prelude
-    (``benchmarks/shared/trees.py``), and the scripts not yet moved to :func:`run_function`.
+    (``benchmarks/shared/trees.py``), and the lines that must run before
+    ``bertembed`` is imported, which ``python -m bertembed._bench.child``
+    (:func:`run_function`) does first (``benchmarks/quota.py`` joins its
+    cgroup, then calls its own function through :func:`bertembed._bench.child.main`).
 
     Raises
     ------
