@@ -590,8 +590,8 @@ def report(res: dict[str, Any]) -> str:
             )
     if busy:
         lines.append(
-            "\ncores busy during the timed passes (service + load-generating clients; the kernel hands each "
-            f"keep-alive connection to one worker): {'; '.join(busy)}"
+            "\ncores busy during the timed passes (service + load-generating clients; each keep-alive "
+            f"connection stays with the worker that accepted it): {'; '.join(busy)}"
         )
     acc = res["accuracy"]
     lines += ["\naccuracy (the pipeline of each artifact; cosine min / median):\n"]
