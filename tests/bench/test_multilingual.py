@@ -10,14 +10,12 @@ directory.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-import bertembed
+from helpers.paths import env_with_bertembed
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "service" / "multilingual.py"
 NEEDED = (
@@ -58,9 +56,7 @@ else:
 def test_multilingual_quick(tmp_path):
     for module in NEEDED:
         pytest.importorskip(module, reason=f'needs {module}: pip install "bertembed[serve,export,peers]"')
-    env = dict(os.environ)
-    src = str(Path(bertembed.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    env = env_with_bertembed()
     check = subprocess.run(
         [sys.executable, "-c", _PRECHECK], cwd=SCRIPT.parent, env=env, capture_output=True, text=True, check=False
     )

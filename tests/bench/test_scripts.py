@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers.extras import needs
-from helpers.paths import benchmarks_shared
+from helpers.paths import benchmarks_shared, env_with_bertembed
 
 import bertembed
 from bertembed._bench import schema
@@ -28,9 +28,7 @@ pytestmark = pytest.mark.skipif(not BENCHMARKS.is_dir(), reason="benchmarks/ is 
 
 def run_script(name: str, *args: str | Path, timeout: float = 600) -> str:
     """Run ``benchmarks/NAME`` with ``args``; return its stdout (it must exit 0)."""
-    env = dict(os.environ)
-    src = str(Path(bertembed.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    env = env_with_bertembed()
     proc = subprocess.run(
         [sys.executable, str(BENCHMARKS / name), *map(str, args)],
         capture_output=True,

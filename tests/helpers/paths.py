@@ -48,3 +48,17 @@ def env_with_helpers(env: Mapping[str, str] | None = None) -> dict[str, str]:
     out = dict(os.environ if env is None else env)
     out["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), out.get("PYTHONPATH", "")) if p)
     return out
+
+
+def env_with_bertembed(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) with the folder of the bertembed under test first on ``PYTHONPATH``.
+
+    For a script run as a child (a benchmark), so that it imports the
+    bertembed these tests import, wherever that is installed.
+    """
+    import bertembed
+
+    out = dict(os.environ if env is None else env)
+    src = str(Path(bertembed.__file__).resolve().parent.parent)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (src, out.get("PYTHONPATH", "")) if p)
+    return out
