@@ -83,6 +83,32 @@ def test_run_now_is_refused_while_anything_is_queued_or_running() -> None:
     batcher.stop()
 
 
+def test_run_now_waits_for_a_one_request_step_after_a_grouped_one() -> None:
+    """Clients taking turns stay grouped: after a step that served several requests
+    the next request goes through the batcher; after a step of one, run_now runs again."""
+    calls: list[tuple[str, int]] = []
+    batcher = batching.Batcher(_fake_encoder(calls), max_batch_tokens=64, max_texts=4)
+    answered = threading.Semaphore(0)
+    for n in (3, 4):  # queued before the thread starts: one step serves both
+        batcher.submit([np.arange(n)], lambda result, error: answered.release())
+    batcher.start()
+    try:
+        for _ in range(2):
+            assert answered.acquire(timeout=30)
+        assert calls == [("batcher", 2)]
+        assert batcher.run_now([np.arange(3)]) is None  # right after a step of two requests
+        batcher.submit([np.arange(5)], lambda result, error: answered.release())
+        assert answered.acquire(timeout=30)
+        deadline = time.monotonic() + 30
+        while (done := batcher.run_now([np.arange(2)])) is None:  # once the step of one is over
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert done[0].tolist() == [[2, 0]]
+        assert calls == [("batcher", 2), ("batcher", 1), (threading.current_thread().name, 1)]
+    finally:
+        batcher.stop()
+
+
 def test_the_batcher_waits_while_an_immediate_call_runs() -> None:
     active = []
     overlap = []

@@ -27,7 +27,13 @@ caller's own thread (:meth:`Batcher.run_now`) instead of being handed to the
 batcher's thread and back: a lone request then pays for no thread hand-off
 and no ``max_wait``. The batcher's thread waits while such a call runs, so a
 worker still runs one encoder call at a time, and nothing queued is ever
-overtaken (the path is refused as soon as anything waits).
+overtaken (the path is refused as soon as anything waits). Nor is it taken
+right after a step that served several requests: clients that take turns
+(each sends its next request when its answer comes) would otherwise find
+the batcher idle one at a time and each run a call of its own, where the
+batcher's wait groups them; the first request after such a step goes
+through the batcher, and once a step serves one request the path is open
+again.
 """
 
 from __future__ import annotations
@@ -235,6 +241,8 @@ class Batcher:
         self._stopping = False
         #: An encoder call is running: a step on the batcher's thread, or an immediate call (run_now).
         self._busy = False
+        #: Requests the last step (or immediate call) served: run_now runs only after one that served one.
+        self._last_served = 1
         self._thread: threading.Thread | None = None
 
     @property
@@ -269,17 +277,19 @@ class Batcher:
         """Run one encoder call on the calling thread when the batcher is idle: ``(vectors, stages)``.
 
         Returns None, having run nothing, when anything is queued or an
-        encoder call is running, when the batcher is stopped, or when the
-        sequences do not fit one call (:meth:`fits_one_call`): the caller
-        then submits them. The batcher's thread starts no step while the call
+        encoder call is running, when the last step served several requests
+        (concurrent clients: the batcher groups them), when the batcher is
+        stopped, or when the sequences do not fit one call
+        (:meth:`fits_one_call`): the caller then submits them. The batcher's thread starts no step while the call
         runs. An encoder error is raised to the caller.
         """
         if not self.fits_one_call(seqs):
             return None
         with self._cond:
-            if self._jobs or self._busy or self._stopping:
+            if self._jobs or self._busy or self._stopping or self._last_served > 1:
                 return None
             self._busy = True
+            self._last_served = 1
         try:
             began = time.perf_counter()
             vectors, stages = self._encode(list(seqs))
@@ -336,6 +346,7 @@ class Batcher:
                         break
                     self._cond.wait(remaining)
             step = fair_share(self._jobs, self.step_tokens)
+            self._last_served = len(step)
             for job, chosen in step:
                 taken = set(chosen)
                 job.todo = [i for i in job.todo if i not in taken]
