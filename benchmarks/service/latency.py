@@ -21,16 +21,19 @@ the harness's clock (``bertembed._bench.timing``).
 Contenders:
 
 ``pipeline``         ``SentenceEmbedder.encode_texts`` in process (``bertembed export``'s artifact),
-                     ``--threads`` ONNX Runtime threads, the default settings
-``pipeline-spin``    the same with ONNX Runtime's intra-op spinning on (``spinning="on"``)
+                     ``--threads`` ONNX Runtime threads, the default settings (spinning ``auto``:
+                     on when the threads fit the usable cores)
+``pipeline-nospin``  the same with ONNX Runtime's intra-op spinning off (``spinning="off"``)
 ``http``             ``bertembed serve``: one worker, ``--threads`` threads, the default settings,
                      ``POST /embed`` with the standard library's ``http.client`` (one keep-alive
                      connection per client)
-``http-spin``        ``http`` with ``SERVICE_ORT_SPINNING=on``
+``http-nospin``      ``http`` with ``SERVICE_ORT_SPINNING=off``
 ``http-openai``      the same service through the ``openai`` SDK (``embeddings.create``)
 ``http-before``      ``http`` with ``SERVICE_IMMEDIATE=0`` and ``SERVICE_ORT_SPINNING=off``: every
                      request through the batcher's thread, no spinning (the service before the change)
 ``http-before-nowait`` ``http-before`` with ``SERVICE_MAX_WAIT_MS=0``
+``http-batcher``     ``http`` with ``SERVICE_IMMEDIATE=0``: every request through the batcher (what the
+                     immediate path costs or saves under concurrent clients)
 ``st``               sentence-transformers on torch, ``encode([text])``, ``--threads`` torch threads
 ``st-onnx``          sentence-transformers ``backend="onnx"``, ``--threads`` intra-op threads
                      (needs optimum-onnx: ``--st-onnx-python``)
@@ -72,12 +75,13 @@ ROOT = HERE.parent.parent
 TEXT = "What is the capital city of France?"
 CONTENDERS = (
     "pipeline",
-    "pipeline-spin",
+    "pipeline-nospin",
     "http",
-    "http-spin",
+    "http-nospin",
     "http-openai",
     "http-before",
     "http-before-nowait",
+    "http-batcher",
     "st",
     "st-onnx",
     "fastembed",
@@ -100,7 +104,8 @@ HTTP_SETTINGS = {
     "http-openai": {},
     "http-before": {"SERVICE_IMMEDIATE": "0", "SERVICE_ORT_SPINNING": "off"},
     "http-before-nowait": {"SERVICE_IMMEDIATE": "0", "SERVICE_ORT_SPINNING": "off", "SERVICE_MAX_WAIT_MS": "0"},
-    "http-spin": {"SERVICE_ORT_SPINNING": "on"},
+    "http-nospin": {"SERVICE_ORT_SPINNING": "off"},
+    "http-batcher": {"SERVICE_IMMEDIATE": "0"},
 }
 #: The goals: (name, contender, reference, allowance in ms): contender's p50 <= reference's p50 + allowance.
 GOALS = (
@@ -377,7 +382,7 @@ def child_main(argv: list[str]) -> dict[str, Any]:
     process = None
     try:
         if name.startswith("pipeline"):
-            make = _pipeline(service_dir, threads, "on" if name == "pipeline-spin" else DEFAULT_SPINNING)
+            make = _pipeline(service_dir, threads, "off" if name == "pipeline-nospin" else DEFAULT_SPINNING)
         elif name.startswith("http"):
             process, url = _serve(service_dir, threads, HTTP_SETTINGS[name], log)
             make = _openai_client(url) if name == "http-openai" else _http_client(url)

@@ -207,9 +207,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "spinning",
         "SERVICE_ORT_SPINNING",
-        "off",
+        "auto",
         "ONNX Runtime's intra-op threads spin while waiting for work: off, on, or auto (on when "
-        "workers x threads <= usable cores; for a host that runs nothing else: other load makes it slower)",
+        "workers x threads <= usable cores; set off on a host busy with other work: it makes spinning slower)",
         limit=False,
         kind=str,
     ),
