@@ -2,8 +2,8 @@
 """The joint between the kernel's C (``csrc/*.h``) and its Cython (``_kernel.pyx``).
 
 Every C name the extension uses is declared here once, from its header; the
-numbers the shim shares (storage kinds, position rules, the checks' codes)
-are ``cpdef enum`` members, so that Python reads them from the module under
+numbers the shim shares (storage kinds, position rules, instruction sets,
+the checks' codes) are ``cpdef enum`` members, so that Python reads them from the module under
 the same names (``_kernel.KIND_F32``, ``_kernel.RULE_PADDING``,
 ``_kernel.BAD_TOKEN``...) and never restates a value. The classes a call
 goes through (:class:`Call`, :class:`Plan`) are declared with their typed
@@ -27,6 +27,13 @@ cdef extern from "be_kinds.h" nogil:
         RULE_ABSOLUTE "BE_RULE_ABSOLUTE"
         RULE_PADDING "BE_RULE_PADDING"
         RULE_NONE "BE_RULE_NONE"
+    # Instruction sets of the row kernels; knobs.py names them (ISA_NAMES).
+    cpdef enum:
+        ISA_BASELINE "BE_ISA_BASELINE"
+        ISA_AVX2 "BE_ISA_AVX2"
+        ISA_AVX512 "BE_ISA_AVX512"
+        ISA_NEON "BE_ISA_NEON"
+        ISA_COUNT "BE_ISA_COUNT"
 
 cdef extern from "be_check.h" nogil:
     # What a failed check of a call's ids found; bad_ids.py words each one.
@@ -101,9 +108,9 @@ cdef extern from "be_rows.h" nogil:
         int stream
 
     int BE_SCRATCH_SLOTS
-    void be_rows_init(const char *cap)
-    const char *be_isa
-    const char *be_isas
+    void be_rows_init(int cap)
+    int be_isa
+    const int be_isas
     void be_row(const be_job *j, Py_ssize_t r, double *scratch)
     void be_store_fence()
 

@@ -26,6 +26,12 @@ KIND_I8: int
 RULE_ABSOLUTE: int
 RULE_PADDING: int
 RULE_NONE: int
+# Instruction sets of the row kernels (be_kinds.h); knobs.ISA_NAMES names them.
+ISA_BASELINE: int
+ISA_AVX2: int
+ISA_AVX512: int
+ISA_NEON: int
+ISA_COUNT: int
 # What a failed check of a call's ids found (be_check.h).
 IDS_OK: int
 BAD_ABSOLUTE: int

@@ -36,8 +36,8 @@ cnp.import_array()
 
 cdef void _init_rows():
     """Pick the row kernel for this CPU; BERTEMBED_ISA (read by knobs.py) caps it."""
-    cdef bytes cap = knobs.ISA.read().encode()
-    be_rows_init(<const char *>cap if cap else NULL)
+    cap = knobs.ISA.read()
+    be_rows_init(knobs.ISA_NAMES.index(cap) if cap else -1)
 
 
 _init_rows()
@@ -54,8 +54,8 @@ def build_info():
     chosen and the ones built (narrowest first)."""
     return {"compiler": BE_COMPILER.decode("utf-8", "replace"),
             "openmp_version": BE_OPENMP_VERSION,
-            "isa": be_isa.decode(),
-            "isas": tuple(be_isas.decode().split())}
+            "isa": knobs.ISA_NAMES[be_isa],
+            "isas": tuple(name for i, name in enumerate(knobs.ISA_NAMES) if be_isas >> i & 1)}
 
 
 def max_threads():

@@ -52,16 +52,17 @@ class Knob:
         return raw.strip()
 
 
-#: The row kernels' instruction sets, per architecture, narrowest first: the
-#: values of ``BERTEMBED_ISA``. The C (``csrc/be_rows.h``) names them with the
-#: same strings (``be_isa``, ``be_isas`` and the caps it compares), which
-#: ``tests/core/kernel/test_isa_names.py`` checks against these.
-ISAS_X86 = ("baseline", "avx2", "avx512")
-ISAS_ARM = ("baseline", "neon")
+#: The row kernels' instruction sets, by their number in the C (``BE_ISA_*`` in
+#: ``csrc/be_kinds.h``, ``_kernel.ISA_*``): the values of ``BERTEMBED_ISA``.
+#: ``tests/core/kernel/test_isa_names.py`` checks that each name's number is
+#: its place here. Per architecture, narrowest first:
+ISA_NAMES = ("baseline", "avx2", "avx512", "neon")
+ISAS_X86 = ISA_NAMES[:3]
+ISAS_ARM = (ISA_NAMES[0], ISA_NAMES[3])
 
 ISA = Knob(
     "BERTEMBED_ISA",
-    tuple(dict.fromkeys(ISAS_X86 + ISAS_ARM)),
+    ISA_NAMES,
     "",
     "caps the row kernel's instruction set (x86: baseline < avx2 < avx512)",
 )

@@ -1,4 +1,4 @@
-"""The row kernels' names are declared once, in knobs.py: the C names them the same."""
+"""The row kernels' instruction sets: numbered once in the C (``be_kinds.h``), named once in knobs.py."""
 
 from __future__ import annotations
 
@@ -10,38 +10,26 @@ from helpers.paths import ROOT
 
 from bertembed._core import _kernel, knobs
 
-BE_ROWS = ROOT / "src" / "bertembed" / "_core" / "csrc" / "be_rows.h"
+CSRC = ROOT / "src" / "bertembed" / "_core" / "csrc"
 
 
-def _c_names() -> dict[str, set[str]]:
-    """The ISA names be_rows.h uses: in ``be_isas``, assigned to ``be_isa``, compared with the cap."""
-    text = BE_ROWS.read_text(encoding="utf-8")
-    built = re.findall(r'be_isas\s*=\s*"([^"]*)"', text)
-    return {
-        "built": {name for line in built for name in line.split()},
-        "chosen": set(re.findall(r'be_isa\s*=\s*"([^"]*)"', text)),
-        "caps": set(re.findall(r'strcmp\(cap,\s*"([^"]*)"\)', text)),
-        "lists": {" ".join(line.split()) for line in built},
-    }
+def test_each_name_is_at_its_number():
+    numbers = {name: getattr(_kernel, "ISA_" + name.upper()) for name in knobs.ISA_NAMES}
+    assert numbers == {name: i for i, name in enumerate(knobs.ISA_NAMES)}
+    assert _kernel.ISA_COUNT == len(knobs.ISA_NAMES)
 
 
-@pytest.mark.skipif(not BE_ROWS.is_file(), reason="no source tree beside the tests")
-def test_the_c_names_are_the_knobs():
-    names = _c_names()
-    accepted = set(knobs.ISA.accepted)
-    assert names["built"] and names["chosen"] and names["caps"]
-    assert names["built"] <= accepted
-    assert names["chosen"] == names["built"] == accepted
-    assert names["caps"] <= accepted
-    # Each build's list is a prefix of its architecture's order, narrowest first.
-    orders = (knobs.ISAS_X86, knobs.ISAS_ARM)
-    for line in names["lists"]:
-        listed = tuple(line.split())
-        assert any(order[: len(listed)] == listed for order in orders), line
+@pytest.mark.skipif(not CSRC.is_dir(), reason="no source tree beside the tests")
+def test_the_c_spells_no_isa_name():
+    """The C picks and reports its row kernel by number: no name is restated there."""
+    names = "|".join(knobs.ISA_NAMES)
+    for header in sorted(CSRC.glob("*.h")):
+        quoted = re.findall(rf'"({names})[" ]', header.read_text(encoding="utf-8"))
+        assert not quoted, (header.name, quoted)
 
 
 def test_the_knob_lists_every_isa_once():
-    assert knobs.ISA.accepted == tuple(dict.fromkeys(knobs.ISAS_X86 + knobs.ISAS_ARM))
+    assert knobs.ISA.accepted == knobs.ISA_NAMES == tuple(dict.fromkeys(knobs.ISAS_X86 + knobs.ISAS_ARM))
     assert knobs.ISAS_X86[0] == knobs.ISAS_ARM[0] == "baseline"
 
 
@@ -49,3 +37,4 @@ def test_this_build_names_only_known_isas():
     info = _kernel.build_info()
     assert info["isa"] in knobs.ISA.accepted
     assert info["isas"] == cpu.order()[: len(info["isas"])]
+    assert info["isa"] in info["isas"]

@@ -65,10 +65,14 @@ def test_float64_result_of_float32_arithmetic_rule(rng):
     np.testing.assert_array_equal(got, twin(ids, tok, pos=pos, seg=seg, segment_ids=sids))
 
 
+@pytest.mark.parametrize("small_dt", [np.dtype(np.float32), BF16], ids=str)
 @pytest.mark.parametrize("rdt", [np.float32, np.float64])
-def test_int8_token_table(rng, rdt):
-    h = 24
-    tok, pos, seg = _tables(rng, h, (np.float32,) * 3)
+def test_int8_token_table(rng, rdt, small_dt):
+    """With float32 position and segment tables, and with bfloat16 ones (an int8
+    token table quantised from a bfloat16 checkpoint). h = 40: each body's
+    vector steps and its scalar tail run."""
+    h = 40
+    tok, pos, seg = _tables(rng, h, (np.float32, small_dt, small_dt))
     w, b = rng.uniform(0.5, 2, h), rng.standard_normal(h)
     layer = BertEmbeddings(tok, pos, seg, ln_weight=w, ln_bias=b, table_dtype="int8", dtype=rdt)
     assert layer.table_dtype == "int8"
@@ -85,7 +89,7 @@ def test_int8_token_table(rng, rdt):
     want = twin(ids, q, tok_scale=scale, pos=pos, seg=seg, segment_ids=sids, ln_weight=w, ln_bias=b)
     np.testing.assert_allclose(layer(ids, sids), want, **result_tolerance(rdt))
     # int8 stores the token table only; the others are kept as they are.
-    assert layer._tables.pos.data is pos
+    assert np.shares_memory(layer._tables.pos.data, pos)
     assert layer.nbytes == q.nbytes + scale.nbytes + pos.nbytes + seg.nbytes
 
 

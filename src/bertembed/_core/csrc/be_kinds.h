@@ -2,8 +2,9 @@
  *
  * _kernel.pxd declares them to Cython as cpdef enums, so that Python reads
  * them from the module under the same names (KIND_F32 ... KIND_I8,
- * RULE_ABSOLUTE ... RULE_NONE); the shim reads them from there (dtypes.py,
- * positions.py) and never writes a value itself.
+ * RULE_ABSOLUTE ... RULE_NONE, ISA_BASELINE ... ISA_NEON); the shim reads
+ * them from there (dtypes.py, positions.py, knobs.py names the ISAs) and
+ * never writes a value itself.
  */
 #ifndef BERTEMBED_KINDS_H
 #define BERTEMBED_KINDS_H
@@ -21,5 +22,11 @@ enum { BE_F32 = 0, BE_F64 = 1, BE_F16 = 2, BE_BF16 = 3, BE_I8 = 4 };
  * offset + s; BE_RULE_PADDING: RoBERTa's numbering from the padding id;
  * BE_RULE_NONE: there is no position table. */
 enum { BE_RULE_ABSOLUTE = 0, BE_RULE_PADDING = 1, BE_RULE_NONE = 2 };
+
+/* Instruction sets of the row kernels (be_rows.h), x86 narrowest first,
+ * then aarch64's. knobs.py names them (ISA_NAMES[value]), as BERTEMBED_ISA
+ * spells them. Adding one means its value here, its name there and its
+ * body in be_rows.h. */
+enum { BE_ISA_BASELINE = 0, BE_ISA_AVX2 = 1, BE_ISA_AVX512 = 2, BE_ISA_NEON = 3, BE_ISA_COUNT = 4 };
 
 #endif

@@ -429,6 +429,13 @@ BE_SUMLN_CASE(sumln_bf16_2, BE_BF16, BE_BF16, 2)
 BE_SUMLN_CASE(sumln_bf16_3, BE_BF16, BE_BF16, 3)
 BE_SUMLN_CASE(sumln_i8_2, BE_I8, BE_F32, 2)
 BE_SUMLN_CASE(sumln_i8_3, BE_I8, BE_F32, 3)
+/* A narrow token table beside tables of another dtype: a bfloat16 token
+   table with float32 position and segment tables, an int8 one (quantised
+   from a bfloat16 checkpoint) with bfloat16 ones. */
+BE_SUMLN_CASE(sumln_bf16_f32_2, BE_BF16, BE_F32, 2)
+BE_SUMLN_CASE(sumln_bf16_f32_3, BE_BF16, BE_F32, 3)
+BE_SUMLN_CASE(sumln_i8_bf16_2, BE_I8, BE_BF16, 2)
+BE_SUMLN_CASE(sumln_i8_bf16_3, BE_I8, BE_BF16, 3)
 #undef BE_SUMLN_CASE
 
 /* The rows of `kinds` summed into buf and layer-normalised into o. */
@@ -446,6 +453,14 @@ static BE_ATTR void BE_FN(sumln32)(const char *const *rows, const int *kinds, co
         }
         if (kinds[0] == BE_I8 && kr == BE_F32) {
             (n == 2 ? BE_FN(sumln_i8_2) : BE_FN(sumln_i8_3))(rows, qs, buf, H, w, b, eps, o);
+            return;
+        }
+        if (kinds[0] == BE_BF16 && kr == BE_F32) {
+            (n == 2 ? BE_FN(sumln_bf16_f32_2) : BE_FN(sumln_bf16_f32_3))(rows, qs, buf, H, w, b, eps, o);
+            return;
+        }
+        if (kinds[0] == BE_I8 && kr == BE_BF16) {
+            (n == 2 ? BE_FN(sumln_i8_bf16_2) : BE_FN(sumln_i8_bf16_3))(rows, qs, buf, H, w, b, eps, o);
             return;
         }
     }

@@ -279,57 +279,57 @@ typedef void (*be_row_fn)(const be_job *, Py_ssize_t, double *);
 #endif
 
 static be_row_fn be_row = be_row_base;
-static const char *be_isa = "baseline";
+/* The row kernel chosen (a BE_ISA_* of be_kinds.h). */
+static int be_isa = BE_ISA_BASELINE;
 #if BE_MULTIVERSION
 /* The row kernel's level (0 baseline, 1 AVX2, 2 AVX-512): the table
    conversion (be_convert.h) picks its loops by it. */
 static int be_level = 0;
 #endif
 
-/* The row kernels this build holds, narrowest first. */
+/* The row kernels this build holds: bit (1 << BE_ISA_*) for each. */
 #if BE_HAVE_AVX512
-static const char *be_isas = "baseline avx2 avx512";
+static const int be_isas = (1 << BE_ISA_BASELINE) | (1 << BE_ISA_AVX2) | (1 << BE_ISA_AVX512);
 #elif BE_MULTIVERSION
-static const char *be_isas = "baseline avx2";
+static const int be_isas = (1 << BE_ISA_BASELINE) | (1 << BE_ISA_AVX2);
 #elif BE_NEON
-static const char *be_isas = "baseline neon";
+static const int be_isas = (1 << BE_ISA_BASELINE) | (1 << BE_ISA_NEON);
 #else
-static const char *be_isas = "baseline";
+static const int be_isas = 1 << BE_ISA_BASELINE;
 #endif
 
-/* Pick the widest row kernel this CPU runs. BERTEMBED_ISA=baseline|avx2
- * caps it (for testing and for comparing); `cap` is its value as knobs.py
- * read it (NULL: none). The ISA names here are knobs.py's (ISAS_X86,
- * ISAS_ARM), checked by tests/core/kernel/test_isa_names.py. */
-static void be_rows_init(const char *cap) {
+/* Pick the widest row kernel this CPU runs. BERTEMBED_ISA caps it (for
+ * testing and for comparing): `cap` is its BE_ISA_* (-1: none; a cap of
+ * another architecture caps nothing). */
+static void be_rows_init(int cap) {
 #if BE_MULTIVERSION
-    int allow512 = !(cap && (strcmp(cap, "baseline") == 0 || strcmp(cap, "avx2") == 0));
-    int allow2 = !(cap && strcmp(cap, "baseline") == 0);
+    int allow512 = cap != BE_ISA_BASELINE && cap != BE_ISA_AVX2;
+    int allow2 = cap != BE_ISA_BASELINE;
     int level = be_cpu_level();
     be_row = be_row_base;
-    be_isa = "baseline";
+    be_isa = BE_ISA_BASELINE;
     be_level = 0;
     if (allow2 && level >= 1) {
         be_row = be_row_avx2;
-        be_isa = "avx2";
+        be_isa = BE_ISA_AVX2;
         be_level = 1;
     }
 #if BE_HAVE_AVX512
     if (allow512 && level >= 2) {
         be_row = be_row_avx512;
-        be_isa = "avx512";
+        be_isa = BE_ISA_AVX512;
         be_level = 2;
     }
 #else
     (void)allow512;
 #endif
 #elif BE_NEON
-    if (cap && strcmp(cap, "baseline") == 0) {
+    if (cap == BE_ISA_BASELINE) {
         be_row = be_row_base;
-        be_isa = "baseline";
+        be_isa = BE_ISA_BASELINE;
     } else {
         be_row = be_row_neon;
-        be_isa = "neon";
+        be_isa = BE_ISA_NEON;
     }
 #else
     (void)cap;
