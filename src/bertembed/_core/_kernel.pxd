@@ -109,6 +109,7 @@ cdef extern from "be_rows.h" nogil:
 
     int BE_SCRATCH_SLOTS
     void be_rows_init(int cap)
+    int be_int8_saturates()
     int be_isa
     const int be_isas
     void be_row(const be_job *j, Py_ssize_t r, double *scratch)

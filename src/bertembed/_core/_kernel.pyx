@@ -49,6 +49,12 @@ def openmp_enabled():
     return BE_OPENMP != 0
 
 
+def int8_products_saturate():
+    """Whether ONNX Runtime's uint8 x int8 matrix products saturate on this CPU:
+    x86-64 without AVX512-VNNI, AVX-VNNI or AMX-INT8 (``be_cpu.h``)."""
+    return be_int8_saturates() != 0
+
+
 def build_info():
     """Compiler, OpenMP version (``_OPENMP``, 0 without), the row-kernel ISA
     chosen and the ones built (narrowest first)."""

@@ -111,6 +111,25 @@ static int be_cpu_level(void) {
     f.os_avx512 = be_os_avx512();
     return be_cpu_choose(&f);
 }
+
+/* 1 if the CPU has an int8 dot-product instruction (AVX512-VNNI with
+   AVX-512, AVX-VNNI, AMX-INT8), else 0. Without one, ONNX Runtime's x86
+   kernels multiply uint8 activations by int8 weights with VPMADDUBSW, whose
+   16-bit sums of two products saturate (the server then stores such weights
+   as uint8, serve/server/int8_host.py). */
+static int be_cpu_int8_dot(void) {
+    unsigned int r[4], ecx7, edx7;
+    int level = be_cpu_level();
+    be_cpuid(0, 0, r);
+    if (r[0] < 7 || level == 0) return 0;
+    be_cpuid(7, 0, r);
+    ecx7 = r[2];
+    edx7 = r[3];
+    if (level == 2 && (ecx7 & (1u << 11))) return 1; /* AVX512-VNNI */
+    if (edx7 & (1u << 25)) return 1;                 /* AMX-INT8 */
+    be_cpuid(7, 1, r);
+    return (r[0] & (1u << 4)) ? 1 : 0; /* AVX-VNNI */
+}
 #endif
 
 #endif

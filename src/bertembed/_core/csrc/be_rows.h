@@ -298,6 +298,16 @@ static const int be_isas = (1 << BE_ISA_BASELINE) | (1 << BE_ISA_NEON);
 static const int be_isas = 1 << BE_ISA_BASELINE;
 #endif
 
+/* 1 where ONNX Runtime's uint8 x int8 products saturate: x86-64 without an
+   int8 dot-product instruction (be_cpu_int8_dot); 0 elsewhere. */
+static int be_int8_saturates(void) {
+#if BE_MULTIVERSION
+    return !be_cpu_int8_dot();
+#else
+    return 0;
+#endif
+}
+
 /* Pick the widest row kernel this CPU runs. BERTEMBED_ISA caps it (for
  * testing and for comparing): `cap` is its BE_ISA_* (-1: none; a cap of
  * another architecture caps nothing). */

@@ -46,6 +46,7 @@ from typing import Any
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 from bertembed import BertEmbeddings
@@ -564,14 +565,30 @@ class SentenceEmbedder:
         """
         from .memory import shared_encoder
 
+        if self.unsigned_int8:
+            raise RuntimeError("the int8 encoder's weights are made unsigned for this CPU in each worker")
         self.encoder_path = str(
             shared_encoder(self.config["encoder"]["path"], cache_dir, graph_optimization=self.graph_optimization)
         )
         return self.encoder_path
 
+    @property
+    def unsigned_int8(self) -> bool:
+        """Whether the int8 encoder's weights are stored as uint8 on this CPU (:mod:`.int8_host`)."""
+        from ..._core._kernel import int8_products_saturate
+
+        return self.config["encoder"].get("dtype") == "int8" and int8_products_saturate()
+
     def start(self) -> None:
         """Create the encoder session and prepare the embedding step (after any fork)."""
-        session = ort.InferenceSession(self.encoder_path, self.session_options(), providers=["CPUExecutionProvider"])
+        source: str | bytes = self.encoder_path
+        if self.unsigned_int8:
+            from .int8_host import unsigned_weights
+
+            model = onnx.load(self.encoder_path)
+            unsigned_weights(model)
+            source = model.SerializeToString()
+        session = ort.InferenceSession(source, self.session_options(), providers=["CPUExecutionProvider"])
         if self.arena == "shrink":
             self._run_options = ort.RunOptions()
             self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
