@@ -26,9 +26,9 @@ whether the attention is fused or not). Why:
   0.9938), on the documents 0.9983 (was 0.9909), speed-up 1.61x (measured
   under ``nice`` on a shared 2-core machine; 1.81x before, on a busier
   one). With 6 layers a second float layer would take one of the five
-  int8 layers, and all-MiniLM-L6-v2's 1.53x speed-up (goal 1.5x) cannot
-  spare it (not measured: about 1.4x by that share), hence the threshold;
-  its encoder is unchanged.
+  int8 layers, and all-MiniLM-L6-v2's speed-up (1.53x measured before,
+  1.43x in the same shared run; goal 1.5x) cannot spare it (not measured),
+  hence the threshold; its encoder is unchanged.
 
 Quantised as is, all-MiniLM-L6-v2 loses too much (cosine to float32 down to
 0.979 on real texts): a few hidden channels carry values far larger than
