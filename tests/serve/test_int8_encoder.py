@@ -149,3 +149,59 @@ def test_an_int8_encoder_below_the_cosine_floor_is_refused():
     far[1] = [0.8, 0.6, 0.0, 0.0]  # cosine 0.6 for the second text
     with pytest.raises(ValueError, match=r"reach only cosine 0\.6000 to the torch model.*--encoder-dtype float32"):
         check_cosine(far, want, "the torch model")
+
+
+def _unfused_layers(layers: int):
+    """A graph shaped like MPNet's fused encoder, whose attention ONNX Runtime does not fuse: per layer
+    query, key and value MatMuls, the output projection, then the feed-forward MatMul, a GELU and the
+    GELU-fed MatMul, with the residual Adds."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, weights = [], []
+
+    def node(op: str, name: str, *inputs: str, domain: str = "") -> str:
+        nodes.append(helper.make_node(op, list(inputs), [f"{name}.y"], name=name, domain=domain))
+        return f"{name}.y"
+
+    def matmul(name: str, x: str) -> str:
+        weights.append(numpy_helper.from_array(np.eye(4, dtype=np.float32), f"{name}.w"))
+        return node("MatMul", name, x, f"{name}.w")
+
+    x = "x"
+    for k in range(layers):
+        q, key, v = (matmul(f"l{k}.{p}", x) for p in ("q", "k", "v"))
+        context = node("Add", f"l{k}.qkv", node("Add", f"l{k}.qk", q, key), v)
+        h = node("Add", f"l{k}.res1", x, matmul(f"l{k}.o", context))
+        gelu = node("Gelu", f"l{k}.gelu", matmul(f"l{k}.ffn1", h), domain="com.microsoft")
+        x = node("Add", f"l{k}.res2", h, matmul(f"l{k}.ffn2", gelu))
+    graph = helper.make_graph(
+        nodes,
+        "layers",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 4])],
+        weights,
+    )
+    return helper.make_model(graph)
+
+
+def test_the_last_layer_stays_float_when_the_attention_is_not_fused():
+    from bertembed.serve.artifact.int8 import quantisable
+
+    chosen, kept = quantisable(_unfused_layers(3))
+    projections = ("q", "k", "v", "o", "ffn1")
+    assert [n.name for n in chosen] == [f"l{k}.{p}" for k in (0, 1) for p in projections]
+    assert sorted(n.name for n in kept) == sorted([f"l{k}.ffn2" for k in range(3)] + [f"l2.{p}" for p in projections])
+    # one layer: it is the last, but nothing would be left to quantise, so only the GELU-fed MatMul stays float
+    chosen, kept = quantisable(_unfused_layers(1))
+    assert [n.name for n in chosen] == [f"l0.{p}" for p in projections] and [n.name for n in kept] == ["l0.ffn2"]
+
+
+def test_from_twelve_layers_the_first_layer_stays_float_too():
+    from bertembed.serve.artifact.int8 import FIRST_LAYER_FLOAT_FROM, quantisable
+
+    projections = ("q", "k", "v", "o", "ffn1")
+    for layers in (FIRST_LAYER_FLOAT_FROM - 1, FIRST_LAYER_FLOAT_FROM, 24):
+        chosen, kept = quantisable(_unfused_layers(layers))
+        inner = range(1 if layers >= FIRST_LAYER_FLOAT_FROM else 0, layers - 1)
+        assert [n.name for n in chosen] == [f"l{k}.{p}" for k in inner for p in projections], layers
+        assert len(kept) == 6 * layers - len(chosen), layers
