@@ -109,6 +109,28 @@ def test_run_now_waits_for_a_one_request_step_after_a_grouped_one() -> None:
         batcher.stop()
 
 
+def test_run_now_makes_the_calls_the_batcher_makes() -> None:
+    """A request's vectors do not depend on its path: each row here says how long its call padded to."""
+
+    def encode(seqs: list[np.ndarray]) -> tuple[np.ndarray, dict[str, float]]:
+        longest = max(len(s) for s in seqs)
+        return np.array([[len(s), longest] for s in seqs], np.float32), {"encoder": 0.0}
+
+    seqs = [np.arange(n) for n in (3, 60, 4, 58, 5)]  # two calls: the short ones and the long ones
+    batcher = batching.Batcher(encode, max_batch_tokens=4096, max_texts=32)
+    batcher.start()
+    try:
+        immediate = batcher.run_now(seqs)
+        assert immediate is not None
+        done = threading.Event()
+        got: list[np.ndarray] = []
+        batcher.submit(seqs, lambda result, error: (got.append(result), done.set()))
+        assert done.wait(30)
+    finally:
+        batcher.stop()
+    assert immediate[0].tolist() == got[0].tolist() == [[3, 5], [60, 60], [4, 5], [58, 60], [5, 5]]
+
+
 def test_the_batcher_waits_while_an_immediate_call_runs() -> None:
     active = []
     overlap = []

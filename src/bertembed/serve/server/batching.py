@@ -274,7 +274,11 @@ class Batcher:
         return 0 < len(seqs) <= self.max_texts and len(seqs) * max(len(s) for s in seqs) <= self.max_batch_tokens
 
     def run_now(self, seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, dict[str, float]] | None:
-        """Run one encoder call on the calling thread when the batcher is idle: ``(vectors, stages)``.
+        """Run the sequences' encoder calls on the calling thread when the batcher is idle: ``(vectors, stages)``.
+
+        The calls are those the batcher makes of a request alone in a step
+        (:func:`plan_batches`, shortest first), so a request's vectors are
+        the same bits through either path.
 
         Returns None, having run nothing, when anything is queued or an
         encoder call is running, when the last step served several requests
@@ -291,11 +295,24 @@ class Batcher:
             self._busy = True
             self._last_served = 1
         try:
-            began = time.perf_counter()
-            vectors, stages = self._encode(list(seqs))
-            if self._on_call is not None:
-                lengths = [len(s) for s in seqs]
-                self._on_call(len(seqs), len(seqs) * max(lengths), sum(lengths), time.perf_counter() - began)
+            # The calls the batcher would make of this request alone (plan_batches, shortest first), so that
+            # its vectors are the same bits whichever path it takes.
+            lengths = [len(s) for s in seqs]
+            calls = plan_batches(lengths, max_texts=self.max_texts, max_tokens=self.max_batch_tokens)
+            vectors: np.ndarray | None = None
+            stages: dict[str, float] = {}
+            for call in reversed(calls):
+                began = time.perf_counter()
+                got, took = self._encode([seqs[k] for k in call])
+                if self._on_call is not None:
+                    padded = len(call) * max(lengths[k] for k in call)
+                    self._on_call(len(call), padded, sum(lengths[k] for k in call), time.perf_counter() - began)
+                if vectors is None:
+                    vectors = np.empty((len(seqs), got.shape[1]), dtype=got.dtype)
+                vectors[call] = got
+                for name, seconds in took.items():
+                    stages[name] = stages.get(name, 0.0) + seconds
+            assert vectors is not None
             return vectors, stages
         finally:
             with self._cond:
