@@ -117,7 +117,7 @@ static int be_cpu_level(void) {
    kernels multiply uint8 activations by int8 weights with VPMADDUBSW, whose
    16-bit sums of two products saturate (the server then stores such weights
    as uint8, serve/server/int8_host.py). */
-static int be_cpu_int8_dot(void) {
+static inline int be_cpu_int8_dot(void) {
     unsigned int r[4], ecx7, edx7;
     int level = be_cpu_level();
     be_cpuid(0, 0, r);
