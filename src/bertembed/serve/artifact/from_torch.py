@@ -363,17 +363,11 @@ def _check(reference: Reference, layer: BertEmbeddings, path: Path, model_type: 
 def _run_encoder(path: Path, layer: BertEmbeddings, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """ONNX Runtime's pooled vectors of a batch, fed by bertembed's layer as the service feeds it
     (an int8 encoder's weights made uint8 where this CPU's products saturate, as a worker does)."""
-    from ..._core._kernel import int8_products_saturate
-    from ..server.int8_host import unsigned_weights
+    from ..server.int8_host import for_this_cpu
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    source: str | bytes = str(path)
-    if int8_products_saturate():
-        model = onnx.load(str(path))
-        if unsigned_weights(model):
-            source = model.SerializeToString()
-    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(for_this_cpu(str(path)), options, providers=["CPUExecutionProvider"])
     feeds = {"embeddings": np.asarray(layer(ids), dtype=np.float32), "attention_mask": mask}
     (got,) = session.run(None, feeds)
     return np.asarray(got)

@@ -72,6 +72,18 @@ def unsigned_weights(model: onnx.ModelProto) -> int:
     return weights
 
 
+def for_this_cpu(path: str) -> str | bytes:
+    """The encoder file as a session on this CPU should load it: ``path``, or, where int8 products
+    saturate (``_kernel.int8_products_saturate``) and it has int8 weights, the model with
+    :func:`unsigned_weights` applied, serialised."""
+    from ..._core._kernel import int8_products_saturate
+
+    if not int8_products_saturate():
+        return path
+    model = onnx.load(path)
+    return model.SerializeToString() if unsigned_weights(model) else path
+
+
 def _shifted(tensor: onnx.TensorProto) -> np.ndarray:
     """int8 values + 128, as uint8."""
     return (numpy_helper.to_array(tensor).astype(np.int16) + 128).astype(np.uint8)

@@ -46,7 +46,6 @@ from typing import Any
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
 from bertembed import BertEmbeddings
@@ -581,13 +580,9 @@ class SentenceEmbedder:
 
     def start(self) -> None:
         """Create the encoder session and prepare the embedding step (after any fork)."""
-        source: str | bytes = self.encoder_path
-        if self.unsigned_int8:
-            from .int8_host import unsigned_weights
+        from .int8_host import for_this_cpu
 
-            model = onnx.load(self.encoder_path)
-            unsigned_weights(model)
-            source = model.SerializeToString()
+        source = for_this_cpu(self.encoder_path) if self.unsigned_int8 else self.encoder_path
         session = ort.InferenceSession(source, self.session_options(), providers=["CPUExecutionProvider"])
         if self.arena == "shrink":
             self._run_options = ort.RunOptions()
