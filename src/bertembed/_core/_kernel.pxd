@@ -115,6 +115,10 @@ cdef extern from "be_rows.h" nogil:
     void be_row(const be_job *j, Py_ssize_t r, double *scratch)
     void be_store_fence()
 
+cdef extern from "be_share.h" nogil:
+    void be_share_rows(const be_job *job, int64_t n, double *scratch, int64_t *next, int64_t *done,
+                       int64_t chunk, int wait)
+
 cdef extern from "be_convert.h" nogil:
     ctypedef struct be_conv:
         const char *src

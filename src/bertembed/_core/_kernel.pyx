@@ -141,9 +141,9 @@ def padding_positions(cnp.ndarray ids not None, int64_t padding_idx, cnp.ndarray
 
 # In a forked child whose OpenMP pool could not be released: one thread only.
 cdef bint _serial_only = False
-# Parallel calls of at most this many rows use a static schedule.
 cdef enum:
-    _STATIC_MAX_ROWS = 1024
+    # The most rows a thread of a parallel call takes at a time.
+    _SHARE_MAX_CHUNK = 64
     # Calls of at least this many ids release the GIL while the kernel checks them.
     _CHECK_NOGIL_MIN = 1 << 16
 
@@ -230,18 +230,18 @@ cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
     """Compute the job's n rows: `num_threads` threads, or the automatic choice (<= 0)."""
     cdef int64_t busy = BE_ADD(be_in_flight, 1)
     cdef int nt
-    cdef Py_ssize_t chunk
+    cdef int64_t chunk
+    cdef int64_t next_row = 0
+    cdef int64_t done_rows = 0
     cdef Py_ssize_t r
     cdef double *scratch = NULL
     cdef double *mine = NULL
     try:
         nt = _threads_for(n, n * job.H, num_threads, busy)
-        if nt > 1:
-            # Small calls: one block per thread (the cheapest start and end).
-            # Large ones: four chunks per thread, so that a thread that starts
-            # late finds its share taken over by the others.
-            chunk = n // (4 * nt)
-            be_set_schedule(n > _STATIC_MAX_ROWS, <int>(chunk if chunk > 16 else 16))
+        # Rows handed out in chunks (be_share.h): at least 8 per thread, at
+        # most _SHARE_MAX_CHUNK rows each.
+        chunk = n // (8 * nt)
+        chunk = 1 if chunk < 1 else (_SHARE_MAX_CHUNK if chunk > _SHARE_MAX_CHUNK else chunk)
         # Scratch rows per thread, allocated before the parallel region so that
         # no thread can fail inside it.
         scratch = <double *>malloc(nt * BE_SCRATCH_SLOTS * job.slot * sizeof(double))
@@ -256,8 +256,7 @@ cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
             else:
                 with parallel(num_threads=nt):
                     mine = scratch + threadid() * BE_SCRATCH_SLOTS * job.slot
-                    for r in prange(n, schedule="runtime"):
-                        be_row(job, r, mine)
+                    be_share_rows(job, n, mine, &next_row, &done_rows, chunk, threadid() == 0)
                     if job.stream:
                         be_store_fence()
     finally:

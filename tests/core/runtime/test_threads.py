@@ -242,7 +242,7 @@ def _big_inputs():
     rng = np.random.default_rng(5)
     tok = rng.standard_normal((1000, 128))
     pos = rng.standard_normal((512, 128))
-    batch = 8  # 262,144 elements: well above the smallest call that may use several threads
+    batch = 8  # 262,144 elements: big enough for every thread of a parallel region to get rows
     ids = rng.integers(0, 1000, (batch, 256))
     return ids, tok, pos
 
@@ -460,3 +460,21 @@ print(bertembed.max_threads(), len(os.listdir('/proc/self/task')) - before)
 @pytest.mark.skipif(not bertembed.openmp_enabled(), reason="built without OpenMP")
 def test_omp_num_threads_1_keeps_automatic_calls_serial():
     assert _run_fresh(_OMP_SCRIPT, OMP_NUM_THREADS="1").split() == ["1", "0"]
+
+
+# ------------------------------------------------ rows shared among threads
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_shared_rows_cover_every_row_once(threads):
+    """A parallel call's rows are taken in chunks from a shared counter: every
+    row count (below, at and above a chunk boundary, fewer rows than threads)
+    writes every row of ``out`` (filled with NaN first) with its reference value."""
+    rng = np.random.default_rng(threads)
+    tok = rng.standard_normal((50, 24))
+    pos = rng.standard_normal((1100, 24))
+    for rows in (1, 2, 3, 7, 8, 9, 63, 64, 65, 127, 129, 513, 1031):
+        ids = rng.integers(0, 50, (1, rows))
+        out = np.full((1, rows, 24), np.nan)
+        bertembed.bert_embeddings(ids, None, tok, pos, None, out=out, num_threads=threads)
+        np.testing.assert_allclose(out, reference(ids, None, tok, pos, None), rtol=1e-12, atol=1e-12)

@@ -38,7 +38,7 @@
 #endif
 
 /* Result values per thread of the automatic choice. */
-#define BE_ELEMENTS_PER_THREAD 262144
+#define BE_ELEMENTS_PER_THREAD 196608
 
 static int64_t be_local_in_flight = 0;
 /* Calls in flight in this process and the processes forked from it. */
