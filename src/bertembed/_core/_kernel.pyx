@@ -142,8 +142,8 @@ def padding_positions(cnp.ndarray ids not None, int64_t padding_idx, cnp.ndarray
 # In a forked child whose OpenMP pool could not be released: one thread only.
 cdef bint _serial_only = False
 cdef enum:
-    # The most rows a thread of a parallel call takes at a time.
-    _SHARE_MAX_CHUNK = 64
+    # A parallel call's rows are handed out in this many chunks per thread.
+    _CHUNKS_PER_THREAD = 8
     # Calls of at least this many ids release the GIL while the kernel checks them.
     _CHECK_NOGIL_MIN = 1 << 16
 
@@ -238,10 +238,12 @@ cdef int _run(be_job *job, Py_ssize_t n, int num_threads) except -1:
     cdef double *mine = NULL
     try:
         nt = _threads_for(n, n * job.H, num_threads, busy)
-        # Rows handed out in chunks (be_share.h): at least 8 per thread, at
-        # most _SHARE_MAX_CHUNK rows each.
-        chunk = n // (8 * nt)
-        chunk = 1 if chunk < 1 else (_SHARE_MAX_CHUNK if chunk > _SHARE_MAX_CHUNK else chunk)
+        # Rows handed out in chunks (be_share.h): a few per thread, so that
+        # threads write far apart (a large fresh result is faulted in huge
+        # pages, which two threads writing next to each other would contend for).
+        chunk = n // (_CHUNKS_PER_THREAD * nt)
+        if chunk < 1:
+            chunk = 1
         # Scratch rows per thread, allocated before the parallel region so that
         # no thread can fail inside it.
         scratch = <double *>malloc(nt * BE_SCRATCH_SLOTS * job.slot * sizeof(double))
