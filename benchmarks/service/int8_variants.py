@@ -62,42 +62,14 @@ def calibration(model_dir: str) -> list[dict[str, np.ndarray]]:
     from bertembed import BertEmbeddings
     from bertembed.serve.artifact.int8 import calibration_feeds
     from bertembed.serve.artifact.model_config import read_sentence_config
-    from bertembed.serve.artifact.tokens import batch_tokenizer, pad_token_of
+    from bertembed.serve.artifact.tokens import export_tokenizer, pad_token_of
 
     config = read_sentence_config(model_dir)
     transformer = Path(config.transformer_dir)
     model_config = json.loads((transformer / "config.json").read_text(encoding="utf-8"))
     pad_id, pad_token = pad_token_of(transformer / "tokenizer.json", model_config)
-    tokenizer = batch_tokenizer(
-        transformer / "tokenizer.json",
-        max_seq_length=config.max_seq_length,
-        do_lower_case=config.do_lower_case,
-        pad_id=pad_id,
-        pad_token=pad_token,
-    )
+    tokenizer = export_tokenizer(config, pad_id, pad_token)
     return calibration_feeds(tokenizer, BertEmbeddings.from_pretrained(transformer, table_dtype="float32"))
-
-
-def layers(model: Any) -> list[list[tuple[Any, bool]]]:
-    """The quantisable nodes (``Attention``, ``MatMul`` with a 2-D constant weight) by layer, each with
-    whether a GELU feeds it (the layer's last)."""
-    from bertembed.serve.artifact.int8 import _GELU_OPS
-
-    weights = {i.name: i for i in model.graph.initializer}
-    producer = {out: node for node in model.graph.node for out in node.output}
-    found: list[list[tuple[Any, bool]]] = [[]]
-    for node in model.graph.node:
-        if node.op_type not in ("Attention", "MatMul") or len(node.input) < 2:
-            continue
-        weight = weights.get(node.input[1])
-        if weight is None or len(weight.dims) != 2:
-            continue
-        source = producer.get(node.input[0])
-        gelu = source is not None and source.op_type in _GELU_OPS
-        found[-1].append((node, gelu))
-        if gelu:
-            found.append([])
-    return [layer for layer in found if layer]
 
 
 def split_outliers(model: Any, node: Any, ranges: np.ndarray) -> int:
@@ -153,7 +125,7 @@ def variant_encoder(variant: str, f32: Any, feeds: list[dict[str, np.ndarray]]) 
         return q8.quantize_encoder(f32, feeds)[0]
     model = onnx.ModelProto.FromString(f32.SerializeToString())
     q8._with_contrib_opset(model)
-    found = layers(model)
+    found = q8.layers(model)
     last = len(found) - (0 if variant.endswith("-all") else 1)
     first = 1 if len(found) >= q8.FIRST_LAYER_FLOAT_FROM else 0
     chosen = [node for layer in found[first:last] for node, gelu in layer if "ffn" in variant or not gelu]

@@ -29,7 +29,6 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -53,7 +52,7 @@ from .manifest import (
     write_service_config,
 )
 from .model_config import SentenceConfig, UnsupportedModel, model_name, read_sentence_config
-from .tokens import batch_tokenizer, pad_token_of, place_tokenizer
+from .tokens import export_tokenizer, pad_token_of, place_tokenizer
 
 #: Where the split's whole layer is kept while the artifact is checked (then removed).
 SPLIT_DIR = ".split"
@@ -186,22 +185,12 @@ def append_pooling(encoder: onnx.ModelProto, config: SentenceConfig, normalize: 
     return encoder
 
 
-def _tokenizer(config: SentenceConfig, pad_id: int, pad_token: str) -> Any:
-    return batch_tokenizer(
-        Path(config.transformer_dir) / "tokenizer.json",
-        max_seq_length=config.max_seq_length,
-        do_lower_case=config.do_lower_case,
-        pad_id=pad_id,
-        pad_token=pad_token,
-    )
-
-
 def _check(
     whole_path: Path, config: SentenceConfig, out_dir: Path, pad_id: int, pad_token: str, *, cosine: bool = False
 ) -> float:
     """Largest difference between the service's pipeline and the whole ONNX model + NumPy pooling
     (with ``cosine``: the least cosine between them, raising below :data:`.int8.COSINE_MIN`)."""
-    tokenizer = _tokenizer(config, pad_id, pad_token)
+    tokenizer = export_tokenizer(config, pad_id, pad_token)
     whole = ort.InferenceSession(str(whole_path), providers=["CPUExecutionProvider"])
     embedder = SentenceEmbedder(out_dir)
     embedder.start()
@@ -307,7 +296,7 @@ def build(
         service["encoder"]["dtype"] = encoder_dtype
         if encoder_dtype == "int8":
             layer32 = BertEmbeddings.from_pretrained(split_dir, table_dtype="float32")
-            feeds = calibration_feeds(_tokenizer(config, pad_id, pad_token), layer32)
+            feeds = calibration_feeds(export_tokenizer(config, pad_id, pad_token), layer32)
             quantized, info = quantize_encoder(encoder, feeds)
             save_encoder(quantized, out_dir / ENCODER_FILE)
             service["encoder"]["quantization"] = info

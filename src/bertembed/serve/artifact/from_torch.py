@@ -72,7 +72,7 @@ from .manifest import (
     write_service_config,
 )
 from .model_config import UnsupportedModel, model_name, read_sentence_config
-from .tokens import batch_tokenizer, pad_token_of, place_tokenizer
+from .tokens import export_tokenizer, pad_token_of, place_tokenizer
 
 __all__ = ["EmbeddingCall", "EncoderHead", "PassThrough", "embedding_path", "export", "pool"]
 #: ONNX opset of the exported encoder.
@@ -475,13 +475,7 @@ def export(
     model = _load_model(transformer, verbose)
     model_type = str(model_config.get("model_type"))
     reference_layer = BertEmbeddings.from_pretrained(transformer, table_dtype="float32")
-    tokenizer = batch_tokenizer(
-        transformer / "tokenizer.json",
-        max_seq_length=config.max_seq_length,
-        do_lower_case=config.do_lower_case,
-        pad_id=pad_id,
-        pad_token=pad_token,
-    )
+    tokenizer = export_tokenizer(config, pad_id, pad_token)
     path = embedding_path(model, model_config)
     reference = _reference(model, path, config.pooling, tokenizer)
     call = EmbeddingCall(path, reference_layer.zero_masked_rows, reference.extra_outputs)

@@ -128,6 +128,27 @@ def _with_contrib_opset(model: onnx.ModelProto) -> None:
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
 
 
+def layers(model: onnx.ModelProto) -> list[list[tuple[onnx.NodeProto, bool]]]:
+    """The nodes :func:`quantisable` considers (``Attention``, and ``MatMul`` with a 2-D constant
+    weight), in the graph's order, grouped by layer: each with whether a GELU feeds it (the node
+    that ends its layer; nodes after the last one form a group of their own)."""
+    weights = {i.name: i for i in model.graph.initializer}
+    producer = {out: node for node in model.graph.node for out in node.output}
+    found: list[list[tuple[onnx.NodeProto, bool]]] = [[]]
+    for node in model.graph.node:
+        if node.op_type not in ("Attention", "MatMul") or len(node.input) < 2:
+            continue
+        weight = weights.get(node.input[1])
+        if weight is None or len(weight.dims) != 2:
+            continue
+        source = producer.get(node.input[0])
+        gelu_fed = source is not None and source.op_type in _GELU_OPS
+        found[-1].append((node, gelu_fed))
+        if gelu_fed:
+            found.append([])
+    return [layer for layer in found if layer]
+
+
 def quantisable(model: onnx.ModelProto) -> tuple[list[onnx.NodeProto], list[onnx.NodeProto]]:
     """The nodes to quantise (``Attention``, and ``MatMul`` with a 2-D constant weight) and those
     of them left float (a ``MatMul`` fed by a GELU, the last layer's, and with
@@ -137,24 +158,16 @@ def quantisable(model: onnx.ModelProto) -> tuple[list[onnx.NodeProto], list[onnx
     order), so they are found whether the attention is fused (``Attention``) or not (query, key
     and value ``MatMul`` s, as in MPNet).
     """
-    graph = model.graph
-    weights = {i.name: i for i in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
     chosen: list[onnx.NodeProto] = []
     kept: list[onnx.NodeProto] = []
     ends: list[int] = []  # len(chosen) after each layer
-    for node in graph.node:
-        if node.op_type not in ("Attention", "MatMul") or len(node.input) < 2:
-            continue
-        weight = weights.get(node.input[1])
-        if weight is None or len(weight.dims) != 2:
-            continue
-        source = producer.get(node.input[0])
-        if source is not None and source.op_type in _GELU_OPS:
-            kept.append(node)
-            ends.append(len(chosen))
-        else:
-            chosen.append(node)
+    for layer in layers(model):
+        for node, gelu_fed in layer:
+            if gelu_fed:
+                kept.append(node)
+                ends.append(len(chosen))
+            else:
+                chosen.append(node)
     if len(ends) > 1:  # the last layer stays float
         kept += chosen[ends[-2] :]
         chosen = chosen[: ends[-2]]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenizers import Tokenizer, normalizers
+
+if TYPE_CHECKING:
+    from .model_config import SentenceConfig
 
 #: The tokenizer's files an artifact keeps (those the model has); the server reads tokenizer.json.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -53,6 +56,18 @@ def batch_tokenizer(
     tokenizer.enable_truncation(max_length=max_seq_length, strategy="longest_first", direction="right")
     tokenizer.enable_padding(pad_id=pad_id, pad_token=pad_token, direction="right")
     return tokenizer
+
+
+def export_tokenizer(config: SentenceConfig, pad_id: int, pad_token: str) -> Tokenizer:
+    """:func:`batch_tokenizer` of a sentence-transformers model's transformer (``config``, read by
+    :func:`~.model_config.read_sentence_config`): what both exports check and calibrate with."""
+    return batch_tokenizer(
+        Path(config.transformer_dir) / "tokenizer.json",
+        max_seq_length=config.max_seq_length,
+        do_lower_case=config.do_lower_case,
+        pad_id=pad_id,
+        pad_token=pad_token,
+    )
 
 
 def special_tokens(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
